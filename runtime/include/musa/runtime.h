@@ -1,0 +1,170 @@
+// The MUSA runtime: a CUDA-shaped C++ API over pluggable drivers.
+// No torch or Python dependency. Every call returns a musaError_t; the
+// thread's last detailed message is available through musaGetLastErrorMessage().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+extern "C++" {
+
+enum musaError_t : int {
+  musaSuccess = 0,
+  musaErrorInvalidValue = 1,
+  musaErrorMemoryAllocation = 2,
+  musaErrorInitializationError = 3,
+  musaErrorInvalidDevice = 101,
+  musaErrorNoDevice = 100,
+  musaErrorInvalidResourceHandle = 400,
+  musaErrorNotReady = 600,
+  musaErrorNotSupported = 801,
+  musaErrorStreamCaptureUnsupported = 900,
+  musaErrorStreamCaptureInvalidated = 901,
+  musaErrorStreamCaptureUnmatched = 903,
+  musaErrorStreamCaptureImplicit = 906,
+  musaErrorCapturedEvent = 907,
+  musaErrorUnknown = 999,
+};
+
+enum musaMemcpyKind : int {
+  musaMemcpyHostToHost = 0,
+  musaMemcpyHostToDevice = 1,
+  musaMemcpyDeviceToHost = 2,
+  musaMemcpyDeviceToDevice = 3,
+  musaMemcpyDefault = 4,
+};
+
+enum musaStreamCaptureStatus : int {
+  musaStreamCaptureStatusNone = 0,
+  musaStreamCaptureStatusActive = 1,
+  musaStreamCaptureStatusInvalidated = 2,
+};
+
+constexpr unsigned musaStreamDefault = 0x0;
+constexpr unsigned musaStreamNonBlocking = 0x1;
+constexpr unsigned musaEventDefault = 0x0;
+constexpr unsigned musaEventBlockingSync = 0x1;
+constexpr unsigned musaEventDisableTiming = 0x2;
+
+struct musaDeviceProp {
+  char name[256];
+  size_t totalGlobalMem;
+  int multiProcessorCount;
+  int major;
+  int minor;
+  int warpSize;
+  int maxThreadsPerBlock;
+  size_t l2CacheSize;
+  int isHostEmulated;  // 1 for the host driver's devices
+  char uuid[37];
+};
+
+enum musaMemoryType : int {
+  musaMemoryTypeUnregistered = 0,
+  musaMemoryTypeHost = 1,
+  musaMemoryTypeDevice = 2,
+};
+
+struct musaPointerAttributes {
+  musaMemoryType type;
+  int device;
+};
+
+typedef struct MUstream_st* musaStream_t;
+typedef struct MUevent_st* musaEvent_t;
+typedef struct MUgraph_st* musaGraph_t;
+typedef struct MUgraphExec_st* musaGraphExec_t;
+typedef unsigned long long musaMemGenericAllocationHandle_t;
+
+// ---- errors ----
+const char* musaGetErrorName(musaError_t error);
+const char* musaGetErrorString(musaError_t error);
+// Detailed message of this thread's most recent failing call ("" if none).
+const char* musaGetLastErrorMessage();
+// Returns and clears this thread's last error code.
+musaError_t musaGetLastError();
+musaError_t musaPeekAtLastError();
+
+// ---- driver ----
+// Name of the active driver ("host" or "cuda"); chosen by TORCH_MUSA_DRIVER.
+const char* musaGetDriverName();
+// Names of the drivers compiled into this runtime, comma-separated.
+const char* musaGetBuiltDrivers();
+
+// ---- devices ----
+musaError_t musaGetDeviceCount(int* count);
+musaError_t musaGetDevice(int* device);
+musaError_t musaSetDevice(int device);
+musaError_t musaGetDeviceProperties(musaDeviceProp* prop, int device);
+musaError_t musaDeviceSynchronize();
+musaError_t musaDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority);
+// Whether the device has been touched (context created) in this process.
+musaError_t musaDeviceIsInitialized(int device, int* initialized);
+
+// ---- memory ----
+musaError_t musaMalloc(void** ptr, size_t size);
+musaError_t musaFree(void* ptr);
+musaError_t musaMemGetInfo(size_t* free, size_t* total);
+musaError_t musaHostAlloc(void** ptr, size_t size);
+musaError_t musaFreeHost(void* ptr);
+musaError_t musaPointerGetAttributes(musaPointerAttributes* attr, const void* ptr);
+musaError_t musaMemcpy(void* dst, const void* src, size_t count, musaMemcpyKind kind);
+musaError_t musaMemcpyAsync(void* dst, const void* src, size_t count, musaMemcpyKind kind,
+                            musaStream_t stream);
+musaError_t musaMemset(void* dst, int value, size_t count);
+musaError_t musaMemsetAsync(void* dst, int value, size_t count, musaStream_t stream);
+
+// ---- virtual memory management (reserve / create / map) ----
+musaError_t musaMemGetAllocationGranularity(size_t* granularity, int device);
+musaError_t musaMemAddressReserve(void** ptr, size_t size, size_t alignment);
+musaError_t musaMemAddressFree(void* ptr, size_t size);
+musaError_t musaMemCreate(musaMemGenericAllocationHandle_t* handle, size_t size, int device);
+musaError_t musaMemRelease(musaMemGenericAllocationHandle_t handle);
+musaError_t musaMemMap(void* ptr, size_t size, size_t offset,
+                       musaMemGenericAllocationHandle_t handle);
+musaError_t musaMemUnmap(void* ptr, size_t size);
+// Grants the device read/write access to a mapped range.
+musaError_t musaMemSetAccess(void* ptr, size_t size, int device);
+
+// ---- streams ----
+// A null musaStream_t means the current device's default stream.
+musaError_t musaStreamCreate(musaStream_t* stream);
+musaError_t musaStreamCreateWithPriority(musaStream_t* stream, unsigned flags, int priority);
+musaError_t musaStreamDestroy(musaStream_t stream);
+musaError_t musaStreamQuery(musaStream_t stream);
+musaError_t musaStreamSynchronize(musaStream_t stream);
+musaError_t musaStreamWaitEvent(musaStream_t stream, musaEvent_t event, unsigned flags);
+musaError_t musaStreamGetPriority(musaStream_t stream, int* priority);
+musaError_t musaStreamGetDevice(musaStream_t stream, int* device);
+musaError_t musaGetDefaultStream(int device, musaStream_t* stream);
+// The driver's native handle (a cudaStream_t for the cuda driver, null for host).
+musaError_t musaStreamGetNativeHandle(musaStream_t stream, void** handle);
+
+// Enqueues a host function as a task on the stream (CUDA's cudaLaunchHostFunc).
+typedef void (*musaHostFn_t)(void* userData);
+musaError_t musaLaunchHostFunc(musaStream_t stream, musaHostFn_t fn, void* userData);
+// C++ convenience: enqueues any callable as a task on the stream. This is how
+// kernels of the host driver are launched.
+musaError_t musaLaunchTask(musaStream_t stream, std::function<void()> task, const char* name);
+
+// ---- events ----
+musaError_t musaEventCreate(musaEvent_t* event);
+musaError_t musaEventCreateWithFlags(musaEvent_t* event, unsigned flags);
+musaError_t musaEventDestroy(musaEvent_t event);
+musaError_t musaEventRecord(musaEvent_t event, musaStream_t stream);
+musaError_t musaEventQuery(musaEvent_t event);
+musaError_t musaEventSynchronize(musaEvent_t event);
+musaError_t musaEventElapsedTime(float* ms, musaEvent_t start, musaEvent_t end);
+
+// ---- stream capture and graphs ----
+musaError_t musaStreamBeginCapture(musaStream_t stream);
+musaError_t musaStreamEndCapture(musaStream_t stream, musaGraph_t* graph);
+musaError_t musaStreamIsCapturing(musaStream_t stream, musaStreamCaptureStatus* status);
+musaError_t musaGraphInstantiate(musaGraphExec_t* exec, musaGraph_t graph);
+musaError_t musaGraphLaunch(musaGraphExec_t exec, musaStream_t stream);
+musaError_t musaGraphGetNodeCount(musaGraph_t graph, size_t* count);
+musaError_t musaGraphDestroy(musaGraph_t graph);
+musaError_t musaGraphExecDestroy(musaGraphExec_t exec);
+
+}  // extern "C++"

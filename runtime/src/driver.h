@@ -1,0 +1,107 @@
+// The narrow interface every MUSA driver implements. The front end
+// (runtime.cpp) validates arguments, maps visible device numbers to the
+// driver's physical ones and keeps per-thread state; drivers do the work.
+#pragma once
+
+#include <musa/runtime.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+// Stream and event objects are shared between the front end and the drivers;
+// `native` is the driver's own handle (e.g. a cudaStream_t).
+struct MUstream_st {
+  int device = 0;  // physical device index
+  int priority = 0;
+  unsigned flags = 0;
+  bool is_default = false;
+  void* native = nullptr;
+  void* capture = nullptr;  // driver-owned capture state while capturing
+};
+
+struct MUevent_st {
+  int device = 0;
+  unsigned flags = 0;
+  void* native = nullptr;
+  bool recorded = false;
+  double time_ms = 0;  // host driver: when the event's work completed
+};
+
+// Graphs are driver-specific; drivers derive from these.
+struct MUgraph_st {
+  virtual ~MUgraph_st() = default;
+  virtual size_t nodeCount() const = 0;
+};
+struct MUgraphExec_st {
+  virtual ~MUgraphExec_st() = default;
+};
+
+namespace musa_rt {
+
+class Driver {
+ public:
+  virtual ~Driver() = default;
+  virtual const char* name() const = 0;
+  virtual int deviceCount() = 0;
+  virtual musaError_t properties(int dev, musaDeviceProp* prop) = 0;
+  // Makes `dev` current for the calling thread at the driver level.
+  virtual musaError_t setDevice(int dev) = 0;
+  virtual musaError_t deviceSynchronize(int dev) = 0;
+  virtual void priorityRange(int* least, int* greatest) = 0;
+
+  virtual musaError_t malloc(int dev, void** ptr, size_t size) = 0;
+  virtual musaError_t free(void* ptr) = 0;
+  virtual musaError_t memGetInfo(int dev, size_t* free, size_t* total) = 0;
+  virtual musaError_t hostAlloc(void** ptr, size_t size) = 0;
+  virtual musaError_t hostFree(void* ptr) = 0;
+  virtual musaError_t pointerAttributes(const void* ptr, musaPointerAttributes* attr) = 0;
+  // `stream` null means a blocking call (completes before returning).
+  virtual musaError_t memcpy(void* dst, const void* src, size_t n, musaMemcpyKind kind,
+                             MUstream_st* stream) = 0;
+  virtual musaError_t memset(void* dst, int value, size_t n, MUstream_st* stream) = 0;
+
+  virtual musaError_t granularity(int dev, size_t* g) = 0;
+  virtual musaError_t addressReserve(void** ptr, size_t size, size_t alignment) = 0;
+  virtual musaError_t addressFree(void* ptr, size_t size) = 0;
+  virtual musaError_t memCreate(musaMemGenericAllocationHandle_t* h, size_t size, int dev) = 0;
+  virtual musaError_t memRelease(musaMemGenericAllocationHandle_t h) = 0;
+  virtual musaError_t memMap(void* ptr, size_t size, size_t offset,
+                             musaMemGenericAllocationHandle_t h) = 0;
+  virtual musaError_t memUnmap(void* ptr, size_t size) = 0;
+  virtual musaError_t memSetAccess(void* ptr, size_t size, int dev) = 0;
+
+  virtual musaError_t streamCreate(MUstream_st* s) = 0;
+  virtual musaError_t streamDestroy(MUstream_st* s) = 0;
+  virtual musaError_t streamQuery(MUstream_st* s) = 0;
+  virtual musaError_t streamSynchronize(MUstream_st* s) = 0;
+  virtual musaError_t streamWaitEvent(MUstream_st* s, MUevent_st* e) = 0;
+  virtual musaError_t launchTask(MUstream_st* s, std::function<void()> task, const char* name) = 0;
+
+  virtual musaError_t eventCreate(MUevent_st* e) = 0;
+  virtual musaError_t eventDestroy(MUevent_st* e) = 0;
+  virtual musaError_t eventRecord(MUevent_st* e, MUstream_st* s) = 0;
+  virtual musaError_t eventQuery(MUevent_st* e) = 0;
+  virtual musaError_t eventSynchronize(MUevent_st* e) = 0;
+  virtual musaError_t eventElapsed(float* ms, MUevent_st* a, MUevent_st* b) = 0;
+
+  virtual musaError_t beginCapture(MUstream_st* s) = 0;
+  virtual musaError_t endCapture(MUstream_st* s, MUgraph_st** graph) = 0;
+  virtual musaError_t isCapturing(MUstream_st* s, musaStreamCaptureStatus* status) = 0;
+  virtual musaError_t graphInstantiate(MUgraphExec_st** exec, MUgraph_st* graph) = 0;
+  virtual musaError_t graphLaunch(MUgraphExec_st* exec, MUstream_st* s) = 0;
+};
+
+// Records a detailed message for the calling thread and returns `err`.
+musaError_t fail(musaError_t err, const std::string& message);
+
+// Returns null and explains in *why_not when the environment is invalid.
+std::unique_ptr<Driver> makeHostDriver(std::string* why_not);
+// Entry point exported by the cuda driver plugin (libmusa_cuda_driver.so).
+using MakeDriverFn = Driver* (*)(std::string* why_not);
+
+// Parses sizes such as "16GiB", "512MiB", "1.5G", "4096". Returns false on bad input.
+bool parseByteSize(const std::string& text, size_t* out);
+
+}  // namespace musa_rt

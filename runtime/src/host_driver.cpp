@@ -1,0 +1,514 @@
+// The host driver: MUSA devices emulated in host memory.
+//
+// Design choice: work launched onto a stream runs inline, on the launching
+// thread, in launch order. That trivially honours stream order and event
+// waits, and every observable result (item(), cpu(), printing) sees finished
+// work. While a stream is capturing, launched tasks are recorded into a graph
+// instead of running; replaying the graph runs them in order.
+//
+// Device memory comes from mmap; each device has a capacity
+// (TORCH_MUSA_HOST_MEMORY, default 8GiB) so out-of-memory is real.
+#include "driver.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace musa_rt {
+namespace {
+
+constexpr size_t kDefaultCapacity = size_t(8) << 30;
+constexpr int kDefaultDevices = 2;
+constexpr size_t kGranularity = size_t(2) << 20;
+constexpr size_t kPage = 4096;
+
+double nowMs() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+size_t roundUp(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+std::string human(size_t bytes) {
+  char buf[64];
+  if (bytes >= (size_t(1) << 30))
+    snprintf(buf, sizeof buf, "%.2f GiB", bytes / double(size_t(1) << 30));
+  else
+    snprintf(buf, sizeof buf, "%.2f MiB", bytes / double(size_t(1) << 20));
+  return buf;
+}
+
+struct Task {
+  std::function<void()> fn;
+  std::string name;
+};
+
+struct HostGraph : MUgraph_st {
+  std::vector<Task> tasks;
+  size_t nodeCount() const override { return tasks.size(); }
+};
+
+struct HostGraphExec : MUgraphExec_st {
+  std::vector<Task> tasks;
+};
+
+struct Capture {
+  HostGraph* graph;
+  bool invalidated = false;
+};
+
+struct PhysicalMemory {
+  int fd;
+  size_t size;
+  int device;
+  int mappings = 0;
+  bool released = false;
+};
+
+struct Device {
+  size_t capacity = kDefaultCapacity;
+  size_t used = 0;  // guarded by HostDriver::mu_
+};
+
+class HostDriver final : public Driver {
+ public:
+  HostDriver(int count, size_t capacity) : devices_(count) {
+    for (auto& d : devices_) d.capacity = capacity;
+  }
+
+  const char* name() const override { return "host"; }
+  int deviceCount() override { return static_cast<int>(devices_.size()); }
+
+  musaError_t properties(int dev, musaDeviceProp* p) override {
+    snprintf(p->name, sizeof p->name, "MUSA Host Emulated Device %d", dev);
+    p->totalGlobalMem = devices_[dev].capacity;
+    unsigned hw = std::thread::hardware_concurrency();
+    p->multiProcessorCount = hw ? static_cast<int>(hw) : 1;
+    p->major = 2;  // reported like an MTT S4000 (mp_22)
+    p->minor = 2;
+    p->warpSize = 32;
+    p->maxThreadsPerBlock = 1024;
+    p->l2CacheSize = size_t(8) << 20;
+    p->isHostEmulated = 1;
+    snprintf(p->uuid, sizeof p->uuid, "00000000-0000-4000-8000-%012d", dev);
+    return musaSuccess;
+  }
+
+  musaError_t setDevice(int) override { return musaSuccess; }
+  musaError_t deviceSynchronize(int) override {
+    std::lock_guard<std::mutex> g(mu_);
+    if (active_captures_ > 0)
+      return fail(musaErrorStreamCaptureUnsupported,
+                  "device synchronization is not permitted while a stream is capturing; "
+                  "end the capture first");
+    return musaSuccess;
+  }
+  void priorityRange(int* least, int* greatest) override {
+    *least = 0;
+    *greatest = -2;  // three levels like CUDA on recent GPUs: 0, -1, -2
+  }
+
+  // ---- memory ----
+  musaError_t reserveCapacity(int dev, size_t size) {
+    Device& d = devices_[dev];
+    if (d.used + size > d.capacity) {
+      return fail(musaErrorMemoryAllocation,
+                  "out of memory on musa device " + std::to_string(dev) + ": tried to allocate " +
+                      human(size) + ", " + human(d.capacity - d.used) + " free of " +
+                      human(d.capacity) + " (raise TORCH_MUSA_HOST_MEMORY to emulate a larger device)");
+    }
+    d.used += size;
+    return musaSuccess;
+  }
+
+  musaError_t malloc(int dev, void** ptr, size_t size) override {
+    size_t rounded = roundUp(size, kPage);
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (auto e = reserveCapacity(dev, rounded)) return e;
+    }
+    void* p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    std::lock_guard<std::mutex> g(mu_);
+    if (p == MAP_FAILED) {
+      devices_[dev].used -= rounded;
+      return fail(musaErrorMemoryAllocation,
+                  "the host could not map " + human(rounded) + " for musa device " +
+                      std::to_string(dev) + ": " + strerror(errno));
+    }
+    allocations_[reinterpret_cast<uintptr_t>(p)] = {rounded, dev};
+    *ptr = p;
+    return musaSuccess;
+  }
+
+  musaError_t free(void* ptr) override {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = allocations_.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == allocations_.end())
+      return fail(musaErrorInvalidValue, "musaFree: pointer was not returned by musaMalloc");
+    munmap(ptr, it->second.size);
+    devices_[it->second.device].used -= it->second.size;
+    allocations_.erase(it);
+    return musaSuccess;
+  }
+
+  musaError_t memGetInfo(int dev, size_t* free, size_t* total) override {
+    std::lock_guard<std::mutex> g(mu_);
+    *total = devices_[dev].capacity;
+    *free = devices_[dev].capacity - devices_[dev].used;
+    return musaSuccess;
+  }
+
+  musaError_t hostAlloc(void** ptr, size_t size) override {
+    void* p = nullptr;
+    if (posix_memalign(&p, 64, size) != 0 || !p)
+      return fail(musaErrorMemoryAllocation, "pinned host allocation of " + human(size) + " failed");
+    std::lock_guard<std::mutex> g(mu_);
+    pinned_[reinterpret_cast<uintptr_t>(p)] = size;
+    *ptr = p;
+    return musaSuccess;
+  }
+
+  musaError_t hostFree(void* ptr) override {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = pinned_.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == pinned_.end())
+      return fail(musaErrorInvalidValue, "musaFreeHost: pointer was not returned by musaHostAlloc");
+    std::free(ptr);
+    pinned_.erase(it);
+    return musaSuccess;
+  }
+
+  // Finds the range in `m` (start -> {size, ...}) that contains `p`.
+  template <typename Map>
+  static typename Map::const_iterator containing(const Map& m, uintptr_t p) {
+    auto it = m.upper_bound(p);
+    if (it == m.begin()) return m.end();
+    --it;
+    return p < it->first + it->second.size ? it : m.end();
+  }
+
+  musaError_t pointerAttributes(const void* ptr, musaPointerAttributes* a) override {
+    auto p = reinterpret_cast<uintptr_t>(ptr);
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = containing(allocations_, p);
+    if (it != allocations_.end()) {
+      *a = {musaMemoryTypeDevice, it->second.device};
+      return musaSuccess;
+    }
+    auto mt = containing(mappings_, p);
+    if (mt != mappings_.end()) {
+      *a = {musaMemoryTypeDevice, mt->second.device};
+      return musaSuccess;
+    }
+    auto pt = pinned_.upper_bound(p);
+    if (pt != pinned_.begin()) {
+      --pt;
+      if (p < pt->first + pt->second) {
+        *a = {musaMemoryTypeHost, -1};
+        return musaSuccess;
+      }
+    }
+    *a = {musaMemoryTypeUnregistered, -1};
+    return musaSuccess;
+  }
+
+  musaError_t memcpy(void* dst, const void* src, size_t n, musaMemcpyKind, MUstream_st* s) override {
+    return run(s, [=] { std::memmove(dst, src, n); }, "memcpy");
+  }
+
+  musaError_t memset(void* dst, int value, size_t n, MUstream_st* s) override {
+    return run(s, [=] { std::memset(dst, value, n); }, "memset");
+  }
+
+  // ---- virtual memory ----
+  musaError_t granularity(int, size_t* g) override {
+    *g = kGranularity;
+    return musaSuccess;
+  }
+
+  musaError_t addressReserve(void** ptr, size_t size, size_t alignment) override {
+    size_t align = std::max(alignment, kGranularity);
+    if (size % kGranularity)
+      return fail(musaErrorInvalidValue, "reserved size must be a multiple of the granularity (2 MiB)");
+    size_t span = size + align;
+    void* raw = mmap(nullptr, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED)
+      return fail(musaErrorMemoryAllocation, "could not reserve " + human(size) + " of address space");
+    uintptr_t start = roundUp(reinterpret_cast<uintptr_t>(raw), align);
+    // Trim the unaligned head and tail so only [start, start+size) stays reserved.
+    if (start > reinterpret_cast<uintptr_t>(raw)) munmap(raw, start - reinterpret_cast<uintptr_t>(raw));
+    uintptr_t end = reinterpret_cast<uintptr_t>(raw) + span;
+    if (end > start + size) munmap(reinterpret_cast<void*>(start + size), end - (start + size));
+    std::lock_guard<std::mutex> g(mu_);
+    reservations_[start] = {size, -1};
+    *ptr = reinterpret_cast<void*>(start);
+    return musaSuccess;
+  }
+
+  musaError_t addressFree(void* ptr, size_t size) override {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = reservations_.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == reservations_.end() || it->second.size != size)
+      return fail(musaErrorInvalidValue, "musaMemAddressFree: no reservation of that address and size");
+    auto first = mappings_.lower_bound(it->first);
+    if (first != mappings_.end() && first->first < it->first + size)
+      return fail(musaErrorInvalidValue, "musaMemAddressFree: the range still has mapped memory; unmap it first");
+    munmap(ptr, size);
+    reservations_.erase(it);
+    return musaSuccess;
+  }
+
+  musaError_t memCreate(musaMemGenericAllocationHandle_t* h, size_t size, int dev) override {
+    if (size % kGranularity)
+      return fail(musaErrorInvalidValue, "physical allocation size must be a multiple of the granularity (2 MiB)");
+    std::lock_guard<std::mutex> g(mu_);
+    if (auto e = reserveCapacity(dev, size)) return e;
+    int fd = memfd_create("musa-physical", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      if (fd >= 0) close(fd);
+      devices_[dev].used -= size;
+      return fail(musaErrorMemoryAllocation, std::string("memfd_create failed: ") + strerror(errno));
+    }
+    musaMemGenericAllocationHandle_t id = ++next_handle_;
+    physical_[id] = {fd, size, dev};
+    *h = id;
+    return musaSuccess;
+  }
+
+  void maybeDropPhysical(musaMemGenericAllocationHandle_t id) {
+    auto& pm = physical_[id];
+    if (pm.released && pm.mappings == 0) {
+      close(pm.fd);
+      devices_[pm.device].used -= pm.size;
+      physical_.erase(id);
+    }
+  }
+
+  musaError_t memRelease(musaMemGenericAllocationHandle_t h) override {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = physical_.find(h);
+    if (it == physical_.end() || it->second.released)
+      return fail(musaErrorInvalidValue, "musaMemRelease: unknown or already released handle");
+    it->second.released = true;
+    maybeDropPhysical(h);
+    return musaSuccess;
+  }
+
+  musaError_t memMap(void* ptr, size_t size, size_t offset, musaMemGenericAllocationHandle_t h) override {
+    auto p = reinterpret_cast<uintptr_t>(ptr);
+    std::lock_guard<std::mutex> g(mu_);
+    auto pm = physical_.find(h);
+    if (pm == physical_.end() || pm->second.released)
+      return fail(musaErrorInvalidValue, "musaMemMap: unknown physical memory handle");
+    if (offset + size > pm->second.size || size % kGranularity || p % kGranularity)
+      return fail(musaErrorInvalidValue, "musaMemMap: range is not granularity-aligned or exceeds the physical allocation");
+    auto rt = containing(reservations_, p);
+    if (rt == reservations_.end() || p + size > rt->first + rt->second.size)
+      return fail(musaErrorInvalidValue, "musaMemMap: the range lies outside any reserved address range");
+    auto next = mappings_.lower_bound(p);
+    if ((next != mappings_.end() && next->first < p + size) || containing(mappings_, p) != mappings_.end())
+      return fail(musaErrorInvalidValue, "musaMemMap: the range overlaps an existing mapping");
+    void* r = mmap(ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, pm->second.fd, static_cast<off_t>(offset));
+    if (r == MAP_FAILED) return fail(musaErrorMemoryAllocation, std::string("mmap failed: ") + strerror(errno));
+    pm->second.mappings++;
+    mappings_[p] = {size, pm->second.device, h};
+    return musaSuccess;
+  }
+
+  musaError_t memUnmap(void* ptr, size_t size) override {
+    auto p = reinterpret_cast<uintptr_t>(ptr);
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = mappings_.find(p);
+    if (it == mappings_.end() || it->second.size != size)
+      return fail(musaErrorInvalidValue, "musaMemUnmap: no mapping starts at that address with that size");
+    // Put the reservation back in place of the mapping.
+    mmap(ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    auto h = it->second.handle;
+    mappings_.erase(it);
+    physical_[h].mappings--;
+    maybeDropPhysical(h);
+    return musaSuccess;
+  }
+
+  musaError_t memSetAccess(void* ptr, size_t size, int) override {
+    if (mprotect(ptr, size, PROT_READ | PROT_WRITE) != 0)
+      return fail(musaErrorInvalidValue, std::string("musaMemSetAccess: ") + strerror(errno));
+    return musaSuccess;
+  }
+
+  // ---- streams ----
+  musaError_t streamCreate(MUstream_st*) override { return musaSuccess; }
+  musaError_t streamDestroy(MUstream_st* s) override {
+    if (s->capture) return fail(musaErrorStreamCaptureUnsupported, "cannot destroy a capturing stream");
+    return musaSuccess;
+  }
+  musaError_t streamQuery(MUstream_st* s) override {
+    if (s->capture) return fail(musaErrorStreamCaptureUnsupported, "cannot query a capturing stream; end the capture first");
+    return musaSuccess;
+  }
+  musaError_t streamSynchronize(MUstream_st* s) override {
+    if (s->capture) {
+      static_cast<Capture*>(s->capture)->invalidated = true;
+      return fail(musaErrorStreamCaptureUnsupported,
+                  "stream synchronization is not permitted while the stream is capturing; "
+                  "the capture is now invalidated");
+    }
+    return musaSuccess;
+  }
+  musaError_t streamWaitEvent(MUstream_st*, MUevent_st*) override {
+    return musaSuccess;  // inline execution: the event's work is already done
+  }
+
+  musaError_t launchTask(MUstream_st* s, std::function<void()> task, const char* name) override {
+    return run(s, std::move(task), name);
+  }
+
+  // ---- events ----
+  musaError_t eventCreate(MUevent_st*) override { return musaSuccess; }
+  musaError_t eventDestroy(MUevent_st*) override { return musaSuccess; }
+  musaError_t eventRecord(MUevent_st* e, MUstream_st* s) override {
+    if (s->capture) {
+      auto* c = static_cast<Capture*>(s->capture);
+      c->graph->tasks.push_back({[e] { e->time_ms = nowMs(); e->recorded = true; }, "event_record"});
+      return musaSuccess;
+    }
+    e->time_ms = nowMs();
+    e->recorded = true;
+    return musaSuccess;
+  }
+  musaError_t eventQuery(MUevent_st*) override { return musaSuccess; }
+  musaError_t eventSynchronize(MUevent_st*) override { return musaSuccess; }
+  musaError_t eventElapsed(float* ms, MUevent_st* a, MUevent_st* b) override {
+    *ms = static_cast<float>(b->time_ms - a->time_ms);
+    return musaSuccess;
+  }
+
+  // ---- capture ----
+  musaError_t beginCapture(MUstream_st* s) override {
+    if (s->capture) return fail(musaErrorStreamCaptureUnsupported, "the stream is already capturing");
+    s->capture = new Capture{new HostGraph()};
+    std::lock_guard<std::mutex> g(mu_);
+    active_captures_++;
+    return musaSuccess;
+  }
+  musaError_t endCapture(MUstream_st* s, MUgraph_st** graph) override {
+    if (!s->capture) return fail(musaErrorStreamCaptureUnmatched, "the stream is not capturing");
+    auto* c = static_cast<Capture*>(s->capture);
+    s->capture = nullptr;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      active_captures_--;
+    }
+    bool bad = c->invalidated;
+    HostGraph* hg = c->graph;
+    delete c;
+    if (bad) {
+      delete hg;
+      *graph = nullptr;
+      return fail(musaErrorStreamCaptureInvalidated, "the capture was invalidated by an operation not permitted during capture");
+    }
+    *graph = hg;
+    return musaSuccess;
+  }
+  musaError_t isCapturing(MUstream_st* s, musaStreamCaptureStatus* st) override {
+    *st = !s->capture ? musaStreamCaptureStatusNone
+                      : (static_cast<Capture*>(s->capture)->invalidated ? musaStreamCaptureStatusInvalidated
+                                                                         : musaStreamCaptureStatusActive);
+    return musaSuccess;
+  }
+  musaError_t graphInstantiate(MUgraphExec_st** exec, MUgraph_st* graph) override {
+    auto* e = new HostGraphExec();
+    e->tasks = static_cast<HostGraph*>(graph)->tasks;
+    *exec = e;
+    return musaSuccess;
+  }
+  musaError_t graphLaunch(MUgraphExec_st* exec, MUstream_st* s) override {
+    for (auto& t : static_cast<HostGraphExec*>(exec)->tasks) {
+      if (auto e = run(s, t.fn, t.name.c_str())) return e;
+    }
+    return musaSuccess;
+  }
+
+ private:
+  // Runs a task now, or records it when the stream is capturing. A null
+  // stream means a blocking call, which is not permitted during capture of
+  // the current device... blocking calls simply run.
+  musaError_t run(MUstream_st* s, std::function<void()> fn, const char* name) {
+    if (s && s->capture) {
+      static_cast<Capture*>(s->capture)->graph->tasks.push_back({std::move(fn), name});
+      return musaSuccess;
+    }
+    fn();
+    return musaSuccess;
+  }
+
+  struct Range {
+    size_t size;
+    int device;
+    musaMemGenericAllocationHandle_t handle = 0;
+  };
+
+  std::mutex mu_;
+  std::vector<Device> devices_;
+  std::map<uintptr_t, Range> allocations_;
+  std::map<uintptr_t, size_t> pinned_;
+  std::map<uintptr_t, Range> reservations_;
+  std::map<uintptr_t, Range> mappings_;
+  std::map<musaMemGenericAllocationHandle_t, PhysicalMemory> physical_;
+  musaMemGenericAllocationHandle_t next_handle_ = 0;
+  int active_captures_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Driver> makeHostDriver(std::string* why) {
+  int count = kDefaultDevices;
+  if (const char* e = std::getenv("TORCH_MUSA_HOST_DEVICES")) {
+    char* end = nullptr;
+    long v = std::strtol(e, &end, 10);
+    if (end == e || *end != '\0' || v < 1 || v > 64) {
+      *why = std::string("TORCH_MUSA_HOST_DEVICES='") + e +
+             "' is not a device count; use a whole number from 1 to 64";
+      return nullptr;
+    }
+    count = static_cast<int>(v);
+  }
+  size_t capacity = kDefaultCapacity;
+  if (const char* e = std::getenv("TORCH_MUSA_HOST_MEMORY")) {
+    if (!parseByteSize(e, &capacity) || capacity < kGranularity) {
+      *why = std::string("TORCH_MUSA_HOST_MEMORY='") + e +
+             "' is not a memory size; use e.g. 16GiB, 512MiB or a byte count of at least 2MiB";
+      return nullptr;
+    }
+  }
+  return std::make_unique<HostDriver>(count, capacity);
+}
+
+bool parseByteSize(const std::string& text, size_t* out) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || v < 0) return false;
+  std::string unit(end);
+  unit.erase(std::remove(unit.begin(), unit.end(), ' '), unit.end());
+  for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  double mult = 1;
+  if (unit.empty() || unit == "b") mult = 1;
+  else if (unit == "k" || unit == "kb" || unit == "kib") mult = 1024.0;
+  else if (unit == "m" || unit == "mb" || unit == "mib") mult = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gb" || unit == "gib") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "t" || unit == "tb" || unit == "tib") mult = 1024.0 * 1024 * 1024 * 1024;
+  else return false;
+  *out = static_cast<size_t>(v * mult);
+  return true;
+}
+
+}  // namespace musa_rt
