@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -309,7 +310,8 @@ class HostDriver final : public Driver {
     auto pm = physical_.find(h);
     if (pm == physical_.end() || pm->second.released)
       return fail(musaErrorInvalidValue, "musaMemMap: unknown physical memory handle");
-    if (offset + size > pm->second.size || size % kGranularity || p % kGranularity)
+    if (offset + size > pm->second.size || size % kGranularity || p % kGranularity ||
+        offset % kGranularity)
       return fail(musaErrorInvalidValue, "musaMemMap: range is not granularity-aligned or exceeds the physical allocation");
     auto rt = containing(reservations_, p);
     if (rt == reservations_.end() || p + size > rt->first + rt->second.size)
@@ -340,6 +342,16 @@ class HostDriver final : public Driver {
   }
 
   musaError_t memSetAccess(void* ptr, size_t size, int) override {
+    auto p = reinterpret_cast<uintptr_t>(ptr);
+    std::lock_guard<std::mutex> g(mu_);
+    // Only mapped memory may be made accessible: mprotect on anything else would
+    // expose bare reserved address space or change unrelated host memory.
+    for (uintptr_t q = p; q < p + size;) {
+      auto it = containing(mappings_, q);
+      if (it == mappings_.end())
+        return fail(musaErrorInvalidValue, "musaMemSetAccess: the range is not entirely mapped");
+      q = it->first + it->second.size;
+    }
     if (mprotect(ptr, size, PROT_READ | PROT_WRITE) != 0)
       return fail(musaErrorInvalidValue, std::string("musaMemSetAccess: ") + strerror(errno));
     return musaSuccess;
@@ -496,7 +508,7 @@ std::unique_ptr<Driver> makeHostDriver(std::string* why) {
 bool parseByteSize(const std::string& text, size_t* out) {
   char* end = nullptr;
   double v = std::strtod(text.c_str(), &end);
-  if (end == text.c_str() || v < 0) return false;
+  if (end == text.c_str() || !(v >= 0) || std::isinf(v)) return false;
   std::string unit(end);
   unit.erase(std::remove(unit.begin(), unit.end(), ' '), unit.end());
   for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -507,6 +519,8 @@ bool parseByteSize(const std::string& text, size_t* out) {
   else if (unit == "g" || unit == "gb" || unit == "gib") mult = 1024.0 * 1024 * 1024;
   else if (unit == "t" || unit == "tb" || unit == "tib") mult = 1024.0 * 1024 * 1024 * 1024;
   else return false;
+  // Out-of-range float-to-integer conversion is undefined; refuse it.
+  if (v * mult >= 18446744073709551616.0) return false;
   *out = static_cast<size_t>(v * mult);
   return true;
 }

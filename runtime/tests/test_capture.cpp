@@ -1,0 +1,294 @@
+// Stream capture into graphs, and graph replay.
+#include "test_support.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+class CaptureTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_MUSA(musaStreamCreate(&s_)); }
+  void TearDown() override {
+    musaStreamCaptureStatus st = musaStreamCaptureStatusNone;
+    if (musaStreamIsCapturing(s_, &st) == musaSuccess && st != musaStreamCaptureStatusNone) {
+      musaGraph_t g = nullptr;
+      musaStreamEndCapture(s_, &g);
+      musaGraphDestroy(g);
+    }
+    musaStreamDestroy(s_);
+    musaSetDevice(0);
+    musaGetLastError();
+  }
+  musaStreamCaptureStatus Status(musaStream_t s) {
+    musaStreamCaptureStatus st = static_cast<musaStreamCaptureStatus>(-1);
+    EXPECT_MUSA(musaStreamIsCapturing(s, &st));
+    return st;
+  }
+  musaStream_t s_ = nullptr;
+};
+
+TEST_F(CaptureTest, TasksAreRecordedNotRunAndReplayInOrder) {
+  uint8_t* d = nullptr;
+  ASSERT_MUSA(musaMalloc(reinterpret_cast<void**>(&d), 64));
+  ASSERT_MUSA(musaMemset(d, 0, 64));
+  std::vector<int> order;
+
+  EXPECT_EQ(Status(s_), musaStreamCaptureStatusNone);
+  ASSERT_MUSA(musaStreamBeginCapture(s_));
+  EXPECT_EQ(Status(s_), musaStreamCaptureStatusActive);
+  ASSERT_MUSA(musaLaunchTask(s_, [&order] { order.push_back(1); }, "one"));
+  ASSERT_MUSA(musaMemsetAsync(d, 0x42, 32, s_));
+  ASSERT_MUSA(musaLaunchTask(s_, [&order, d] { order.push_back(d[0] == 0x42 ? 2 : -2); }, "two"));
+  ASSERT_MUSA(musaLaunchTask(s_, [&order] { order.push_back(3); }, "three"));
+  EXPECT_TRUE(order.empty()) << "captured tasks ran during capture";
+  EXPECT_EQ(d[0], 0) << "a captured memset ran during capture";
+
+  musaGraph_t graph = nullptr;
+  ASSERT_MUSA(musaStreamEndCapture(s_, &graph));
+  ASSERT_NE(graph, nullptr);
+  EXPECT_EQ(Status(s_), musaStreamCaptureStatusNone);
+  size_t nodes = 0;
+  ASSERT_MUSA(musaGraphGetNodeCount(graph, &nodes));
+  EXPECT_EQ(nodes, 4u);
+
+  musaGraphExec_t exec = nullptr;
+  ASSERT_MUSA(musaGraphInstantiate(&exec, graph));
+  ASSERT_NE(exec, nullptr);
+  EXPECT_TRUE(order.empty()) << "instantiation ran the graph";
+  EXPECT_EQ(d[0], 0);
+
+  ASSERT_MUSA(musaGraphLaunch(exec, s_));
+  ASSERT_MUSA(musaStreamSynchronize(s_));
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(d[0], 0x42);
+  EXPECT_EQ(d[31], 0x42);
+  EXPECT_EQ(d[32], 0);
+
+  // A second launch runs everything again.
+  ASSERT_MUSA(musaMemset(d, 0, 64));
+  ASSERT_MUSA(musaGraphLaunch(exec, s_));
+  ASSERT_MUSA(musaStreamSynchronize(s_));
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3, 1, 2, 3}));
+  EXPECT_EQ(d[0], 0x42);
+
+  ASSERT_MUSA(musaGraphExecDestroy(exec));
+  ASSERT_MUSA(musaGraphDestroy(graph));
+  ASSERT_MUSA(musaFree(d));
+}
+
+TEST_F(CaptureTest, ExecOutlivesGraphAndRunsOnOtherStreams) {
+  int count = 0;
+  ASSERT_MUSA(musaStreamBeginCapture(s_));
+  ASSERT_MUSA(musaLaunchTask(s_, [&count] { ++count; }, "inc"));
+  musaGraph_t graph = nullptr;
+  ASSERT_MUSA(musaStreamEndCapture(s_, &graph));
+  musaGraphExec_t exec = nullptr;
+  ASSERT_MUSA(musaGraphInstantiate(&exec, graph));
+  ASSERT_MUSA(musaGraphDestroy(graph));
+  ASSERT_MUSA(musaGraphLaunch(exec, nullptr));  // the default stream
+  musaStream_t other = nullptr;
+  ASSERT_MUSA(musaStreamCreate(&other));
+  ASSERT_MUSA(musaGraphLaunch(exec, other));
+  ASSERT_MUSA(musaStreamSynchronize(other));
+  ASSERT_MUSA(musaStreamSynchronize(nullptr));
+  EXPECT_EQ(count, 2);
+  ASSERT_MUSA(musaStreamDestroy(other));
+  ASSERT_MUSA(musaGraphExecDestroy(exec));
+}
+
+TEST_F(CaptureTest, CopiesAndHostFuncsAreCaptured) {
+  std::vector<int> src{1, 2, 3, 4};
+  std::vector<int> dst(4, 0);
+  int* d = nullptr;
+  ASSERT_MUSA(musaMalloc(reinterpret_cast<void**>(&d), 4 * sizeof(int)));
+  int calls = 0;
+  ASSERT_MUSA(musaStreamBeginCapture(s_));
+  ASSERT_MUSA(musaMemcpyAsync(d, src.data(), 4 * sizeof(int), musaMemcpyHostToDevice, s_));
+  ASSERT_MUSA(musaLaunchHostFunc(s_, [](void* u) { ++*static_cast<int*>(u); }, &calls));
+  ASSERT_MUSA(musaMemcpyAsync(dst.data(), d, 4 * sizeof(int), musaMemcpyDeviceToHost, s_));
+  musaGraph_t graph = nullptr;
+  ASSERT_MUSA(musaStreamEndCapture(s_, &graph));
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(dst, (std::vector<int>{0, 0, 0, 0}));
+  size_t nodes = 0;
+  ASSERT_MUSA(musaGraphGetNodeCount(graph, &nodes));
+  EXPECT_EQ(nodes, 3u);
+  musaGraphExec_t exec = nullptr;
+  ASSERT_MUSA(musaGraphInstantiate(&exec, graph));
+  // The graph reads the source at replay time.
+  src = {5, 6, 7, 8};
+  ASSERT_MUSA(musaGraphLaunch(exec, s_));
+  ASSERT_MUSA(musaStreamSynchronize(s_));
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(dst, (std::vector<int>{5, 6, 7, 8}));
+  ASSERT_MUSA(musaGraphExecDestroy(exec));
+  ASSERT_MUSA(musaGraphDestroy(graph));
+  ASSERT_MUSA(musaFree(d));
+}
+
+TEST_F(CaptureTest, OtherStreamsRunNormallyDuringCapture) {
+  musaStream_t other = nullptr;
+  ASSERT_MUSA(musaStreamCreate(&other));
+  int captured = 0, direct = 0;
+  ASSERT_MUSA(musaStreamBeginCapture(s_));
+  ASSERT_MUSA(musaLaunchTask(s_, [&captured] { ++captured; }, "captured"));
+  ASSERT_MUSA(musaLaunchTask(other, [&direct] { ++direct; }, "direct"));
+  ASSERT_MUSA(musaStreamSynchronize(other));
+  EXPECT_EQ(direct, 1);
+  EXPECT_EQ(captured, 0);
+  EXPECT_EQ(Status(other), musaStreamCaptureStatusNone);
+  musaGraph_t graph = nullptr;
+  ASSERT_MUSA(musaStreamEndCapture(s_, &graph));
+  size_t nodes = 0;
+  ASSERT_MUSA(musaGraphGetNodeCount(graph, &nodes));
+  EXPECT_EQ(nodes, 1u) << "work on another stream leaked into the graph";
+  ASSERT_MUSA(musaGraphDestroy(graph));
+  ASSERT_MUSA(musaStreamDestroy(other));
+}
+
+TEST_F(CaptureTest, EventRecordIsANode) {
+  musaEvent_t start = nullptr, end = nullptr;
+  ASSERT_MUSA(musaEventCreate(&start));
+  ASSERT_MUSA(musaEventCreate(&end));
+  ASSERT_MUSA(musaStreamBeginCapture(s_));
+  ASSERT_MUSA(musaEventRecord(start, s_));
+  ASSERT_MUSA(musaLaunchTask(s_, [] {}, "noop"));
+  ASSERT_MUSA(musaEventRecord(end, s_));
+  musaGraph_t graph = nullptr;
+  ASSERT_MUSA(musaStreamEndCapture(s_, &graph));
+  size_t nodes = 0;
+  ASSERT_MUSA(musaGraphGetNodeCount(graph, &nodes));
+  EXPECT_EQ(nodes, 3u);
+  float ms = 0;
+  EXPECT_EQ(musaEventElapsedTime(&ms, start, end), musaErrorInvalidResourceHandle)
+      << "events recorded only during capture must not count as recorded before replay";
+  musaGraphExec_t exec = nullptr;
+  ASSERT_MUSA(musaGraphInstantiate(&exec, graph));
+  ASSERT_MUSA(musaGraphLaunch(exec, s_));
+  ASSERT_MUSA(musaStreamSynchronize(s_));
+  ASSERT_MUSA(musaEventElapsedTime(&ms, start, end));
+  EXPECT_GE(ms, 0.0f);
+  ASSERT_MUSA(musaGraphExecDestroy(exec));
+  ASSERT_MUSA(musaGraphDestroy(graph));
+  ASSERT_MUSA(musaEventDestroy(start));
+  ASSERT_MUSA(musaEventDestroy(end));
+}
+
+TEST_F(CaptureTest, EmptyCapture) {
+  ASSERT_MUSA(musaStreamBeginCapture(s_));
+  musaGraph_t graph = nullptr;
+  ASSERT_MUSA(musaStreamEndCapture(s_, &graph));
+  size_t nodes = 99;
+  ASSERT_MUSA(musaGraphGetNodeCount(graph, &nodes));
+  EXPECT_EQ(nodes, 0u);
+  musaGraphExec_t exec = nullptr;
+  ASSERT_MUSA(musaGraphInstantiate(&exec, graph));
+  EXPECT_MUSA(musaGraphLaunch(exec, s_));
+  ASSERT_MUSA(musaGraphExecDestroy(exec));
+  ASSERT_MUSA(musaGraphDestroy(graph));
+}
+
+TEST_F(CaptureTest, SynchronizeDuringCaptureInvalidates) {
+  int ran = 0;
+  ASSERT_MUSA(musaStreamBeginCapture(s_));
+  ASSERT_MUSA(musaLaunchTask(s_, [&ran] { ++ran; }, "inc"));
+  musaGetLastError();
+  EXPECT_EQ(musaStreamSynchronize(s_), musaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(musaGetLastError(), musaErrorStreamCaptureUnsupported);
+  EXPECT_NE(std::string(musaGetLastErrorMessage()).find("invalidated"), std::string::npos)
+      << musaGetLastErrorMessage();
+  EXPECT_EQ(Status(s_), musaStreamCaptureStatusInvalidated);
+  EXPECT_EQ(ran, 0);
+
+  musaGraph_t graph = reinterpret_cast<musaGraph_t>(0x1);
+  EXPECT_EQ(musaStreamEndCapture(s_, &graph), musaErrorStreamCaptureInvalidated);
+  EXPECT_EQ(graph, nullptr);
+  EXPECT_EQ(ran, 0) << "the invalidated capture's work ran";
+  // The stream is usable again, and runs work directly.
+  EXPECT_EQ(Status(s_), musaStreamCaptureStatusNone);
+  ASSERT_MUSA(musaLaunchTask(s_, [&ran] { ++ran; }, "inc"));
+  ASSERT_MUSA(musaStreamSynchronize(s_));
+  EXPECT_EQ(ran, 1);
+  // And can capture again.
+  ASSERT_MUSA(musaStreamBeginCapture(s_));
+  ASSERT_MUSA(musaStreamEndCapture(s_, &graph));
+  ASSERT_NE(graph, nullptr);
+  ASSERT_MUSA(musaGraphDestroy(graph));
+}
+
+TEST_F(CaptureTest, OtherForbiddenCallsDuringCapture) {
+  ASSERT_MUSA(musaStreamBeginCapture(s_));
+  EXPECT_EQ(musaStreamQuery(s_), musaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(musaDeviceSynchronize(), musaErrorStreamCaptureUnsupported);
+  EXPECT_NE(std::string(musaGetLastErrorMessage()).find("capturing"), std::string::npos)
+      << musaGetLastErrorMessage();
+  EXPECT_EQ(musaStreamDestroy(s_), musaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(musaStreamBeginCapture(s_), musaErrorStreamCaptureUnsupported) << "nested begin accepted";
+  musaGraph_t graph = nullptr;
+  ASSERT_MUSA(musaStreamEndCapture(s_, &graph));
+  ASSERT_MUSA(musaGraphDestroy(graph));
+  EXPECT_MUSA(musaDeviceSynchronize());
+  EXPECT_EQ(musaStreamQuery(s_), musaSuccess);
+}
+
+TEST_F(CaptureTest, DefaultStreamCannotCapture) {
+  EXPECT_EQ(musaStreamBeginCapture(nullptr), musaErrorStreamCaptureUnsupported);
+  EXPECT_NE(std::string(musaGetLastErrorMessage()).find("side stream"), std::string::npos)
+      << musaGetLastErrorMessage();
+  musaStream_t def = nullptr;
+  ASSERT_MUSA(musaGetDefaultStream(0, &def));
+  EXPECT_EQ(musaStreamBeginCapture(def), musaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(Status(def), musaStreamCaptureStatusNone);
+  EXPECT_EQ(Status(nullptr), musaStreamCaptureStatusNone);
+  int ran = 0;
+  ASSERT_MUSA(musaLaunchTask(def, [&ran] { ++ran; }, "inc"));
+  EXPECT_EQ(ran, 1) << "the refused capture left the default stream capturing";
+}
+
+TEST_F(CaptureTest, EndWithoutBeginAndNullArguments) {
+  musaGraph_t graph = nullptr;
+  EXPECT_EQ(musaStreamEndCapture(s_, &graph), musaErrorStreamCaptureUnmatched);
+  EXPECT_EQ(musaStreamEndCapture(s_, nullptr), musaErrorInvalidValue);
+  EXPECT_EQ(musaStreamEndCapture(nullptr, &graph), musaErrorInvalidValue);
+  EXPECT_EQ(musaStreamIsCapturing(s_, nullptr), musaErrorInvalidValue);
+  musaGraphExec_t exec = nullptr;
+  EXPECT_EQ(musaGraphInstantiate(&exec, nullptr), musaErrorInvalidValue);
+  EXPECT_EQ(musaGraphInstantiate(nullptr, nullptr), musaErrorInvalidValue);
+  EXPECT_EQ(musaGraphLaunch(nullptr, s_), musaErrorInvalidValue);
+  size_t n = 0;
+  EXPECT_EQ(musaGraphGetNodeCount(nullptr, &n), musaErrorInvalidValue);
+  EXPECT_MUSA(musaGraphDestroy(nullptr));
+  EXPECT_MUSA(musaGraphExecDestroy(nullptr));
+}
+
+TEST_F(CaptureTest, TwoStreamsCaptureIndependently) {
+  musaStream_t t = nullptr;
+  ASSERT_MUSA(musaStreamCreate(&t));
+  std::vector<char> log;
+  ASSERT_MUSA(musaStreamBeginCapture(s_));
+  ASSERT_MUSA(musaStreamBeginCapture(t));
+  ASSERT_MUSA(musaLaunchTask(s_, [&log] { log.push_back('a'); }, "a"));
+  ASSERT_MUSA(musaLaunchTask(t, [&log] { log.push_back('x'); }, "x"));
+  ASSERT_MUSA(musaLaunchTask(s_, [&log] { log.push_back('b'); }, "b"));
+  musaGraph_t gs = nullptr, gt = nullptr;
+  ASSERT_MUSA(musaStreamEndCapture(t, &gt));
+  ASSERT_MUSA(musaStreamEndCapture(s_, &gs));
+  size_t ns = 0, nt = 0;
+  ASSERT_MUSA(musaGraphGetNodeCount(gs, &ns));
+  ASSERT_MUSA(musaGraphGetNodeCount(gt, &nt));
+  EXPECT_EQ(ns, 2u);
+  EXPECT_EQ(nt, 1u);
+  musaGraphExec_t es = nullptr, et = nullptr;
+  ASSERT_MUSA(musaGraphInstantiate(&es, gs));
+  ASSERT_MUSA(musaGraphInstantiate(&et, gt));
+  ASSERT_MUSA(musaGraphLaunch(et, t));
+  ASSERT_MUSA(musaGraphLaunch(es, s_));
+  ASSERT_MUSA(musaDeviceSynchronize());
+  EXPECT_EQ(log, (std::vector<char>{'x', 'a', 'b'}));
+  for (auto e : {es, et}) ASSERT_MUSA(musaGraphExecDestroy(e));
+  for (auto g : {gs, gt}) ASSERT_MUSA(musaGraphDestroy(g));
+  ASSERT_MUSA(musaStreamDestroy(t));
+}
+
+}  // namespace
