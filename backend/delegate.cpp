@@ -1,0 +1,371 @@
+#include "delegate.h"
+
+#include <ATen/Context.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/core/enum_tag.h>
+#include <ATen/core/op_registration/op_registration.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "caching_allocator.h"
+#include "device.h"
+#include "generator.h"
+#include "kernel_device.h"
+
+namespace torch_musa {
+namespace {
+
+constexpr auto kMusa = c10::DeviceType::PrivateUse1;
+
+std::mutex g_counts_mu;
+std::unordered_map<std::string, int64_t> g_copy_counts;
+std::atomic<int64_t> g_delegated{0};
+
+// What the fallback needs to know about an op, computed once per schema.
+struct OpTraits {
+  std::vector<size_t> written_args;  // arguments the op mutates (self in add_, out=)
+  std::vector<size_t> generator_args;
+  bool seeded_without_generator = false;  // random op that would use the default generator
+  bool allows_cpu_indices = false;        // index ops accept cpu index tensors, as on CUDA
+};
+
+const OpTraits& traits_of(const c10::OperatorHandle& op) {
+  static std::mutex mu;
+  static std::unordered_map<const c10::FunctionSchema*, OpTraits> cache;
+  const auto& schema = op.schema();
+  std::lock_guard<std::mutex> g(mu);
+  auto it = cache.find(&schema);
+  if (it != cache.end()) return it->second;
+  OpTraits t;
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].alias_info() && args[i].alias_info()->isWrite()) t.written_args.push_back(i);
+    auto type = args[i].type();
+    if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
+    if (type->kind() == c10::TypeKind::GeneratorType) t.generator_args.push_back(i);
+  }
+  t.seeded_without_generator = t.generator_args.empty() && op.hasTag(at::Tag::nondeterministic_seeded);
+  const auto& name = schema.name();
+  t.allows_cpu_indices = name == "aten::index" || name == "aten::index_put_" || name == "aten::index_put" ||
+                         name == "aten::_index_put_impl_" || name == "aten::_unsafe_index" ||
+                         name == "aten::_unsafe_index_put";
+  return cache.emplace(&schema, std::move(t)).first->second;
+}
+
+[[noreturn]] void device_mismatch(const c10::OperatorHandle& op, const c10::Device& a, const c10::Device& b,
+                                  const std::string& arg) {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", a,
+              " and ", b, "! (argument '", arg, "' of ", op.schema().name(), " is on ", b,
+              "; move it with .to('", a, "'). Only 0-dim cpu tensors may be mixed with musa tensors.)");
+}
+
+// One delegated op call: the aliases it made and how to map results back.
+class Delegation {
+ public:
+  Delegation(const c10::OperatorHandle& op, KernelDevice& kd) : op_(op), kd_(kd) {}
+
+  c10::DeviceIndex device = -1;
+
+  void note_device(const at::Tensor& t, const std::string& arg, bool cpu_ok) {
+    if (!t.defined()) return;
+    auto d = t.device();
+    if (d.type() == kMusa) {
+      if (device < 0) {
+        device = d.index();
+        first_ = d;
+      } else if (d.index() != device) {
+        device_mismatch(op_, first_, d, arg);
+      }
+    } else if (d.is_cpu()) {
+      if (t.dim() != 0 && !cpu_ok) pending_cpu_.emplace_back(arg);
+    } else {
+      pending_other_.emplace_back(arg, d);
+    }
+  }
+
+  void check_mixing() {
+    if (device < 0) return;  // no musa tensor: nothing to mix with
+    if (!pending_other_.empty()) device_mismatch(op_, first_, pending_other_[0].second, pending_other_[0].first);
+    if (!pending_cpu_.empty()) device_mismatch(op_, first_, c10::Device(c10::DeviceType::CPU), pending_cpu_[0]);
+  }
+
+  c10::Storage alias_storage(const c10::Storage& s) {
+    auto* impl = s.unsafeGetStorageImpl();
+    for (auto& e : storages_)
+      if (e.musa.unsafeGetStorageImpl() == impl) return e.alias;
+    storages_.push_back({s, kd_.alias_storage(s), impl->data_ptr().get()});
+    return storages_.back().alias;
+  }
+
+  at::Tensor alias(const at::Tensor& t) {
+    if (!t.defined() || t.device().type() != kMusa) {
+      // cpu scalars (and cpu index tensors) go to the kernel device as they are;
+      // the cuda kernel device needs index tensors on the GPU.
+      if (t.defined() && t.dim() != 0 && kd_.type() != c10::DeviceType::CPU && t.device().is_cpu())
+        return t.to(kd_.device_for(device));
+      return t;
+    }
+    for (auto& e : tensors_)
+      if (e.second.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return e.first;
+    auto impl = c10::make_intrusive<c10::TensorImpl>(alias_storage(t.storage()),
+                                                     c10::DispatchKeySet(kd_.dispatch_key()), t.dtype());
+    impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+    at::Tensor a(std::move(impl));
+    tensors_.emplace_back(a, t);
+    return a;
+  }
+
+  c10::IValue alias_value(const c10::IValue& v) {
+    if (v.isTensor()) return alias(v.toTensor());
+    if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      c10::List<at::Tensor> out;
+      out.reserve(list.size());
+      for (const at::Tensor& t : list) out.push_back(alias(t));
+      return out;
+    }
+    if (v.isList()) {
+      auto list = v.toList();
+      bool any = false;
+      for (const c10::IValue& e : list) any |= e.isTensor();
+      if (!any) return v;
+      c10::impl::GenericList out(list.elementType());
+      out.reserve(list.size());
+      for (const c10::IValue& e : list) out.push_back(e.isTensor() ? c10::IValue(alias(e.toTensor())) : e);
+      return out;
+    }
+    if (v.isStorage()) {
+      auto s = v.toStorage();
+      if (s.device_type() == kMusa) return alias_storage(s);
+      return v;
+    }
+    if (v.isDevice() && v.toDevice().type() == kMusa) {
+      if (device < 0) device = v.toDevice().has_index() ? v.toDevice().index() : current_device();
+      return kd_.device_for(device);
+    }
+    return v;
+  }
+
+  // After the kernel: carries what the op did to written arguments (resize_,
+  // set_) back to their musa tensors.
+  void sync_written(const OpTraits& traits, const std::vector<c10::IValue>& originals) {
+    for (size_t idx : traits.written_args) {
+      const auto& v = originals[idx];
+      if (v.isTensor()) sync_tensor(v.toTensor());
+      else if (v.isTensorList())
+        for (const at::Tensor& t : v.toTensorList()) sync_tensor(t);
+    }
+  }
+
+  c10::IValue to_musa_value(const c10::IValue& v) {
+    if (v.isTensor()) return to_musa(v.toTensor());
+    if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      c10::List<at::Tensor> out;
+      out.reserve(list.size());
+      for (const at::Tensor& t : list) out.push_back(to_musa(t));
+      return out;
+    }
+    if (v.isStorage() && v.toStorage().device_type() == kd_.type()) {
+      return to_musa_storage(v.toStorage());
+    }
+    return v;
+  }
+
+ private:
+  struct StorageAlias {
+    c10::Storage musa;
+    c10::Storage alias;
+    const void* original_data;
+  };
+
+  // Maps a kernel-device storage back to musa: an alias of an input's
+  // storage, memory the op allocated from musa (adopted), or a copy.
+  c10::Storage to_musa_storage(const c10::Storage& s) {
+    auto* impl = s.unsafeGetStorageImpl();
+    for (auto& e : storages_) {
+      if (e.alias.unsafeGetStorageImpl() != impl) continue;
+      if (impl->data_ptr().get() != e.original_data) {  // the op grew it (resize_)
+        adopt_into(*e.musa.unsafeGetStorageImpl(), *impl);
+        e.original_data = impl->data_ptr().get();
+      }
+      return e.musa;
+    }
+    for (auto& e : fresh_)
+      if (e.first.unsafeGetStorageImpl() == impl) return e.second;
+    auto musa = c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+        c10::StorageImpl::use_byte_size_t(), impl->nbytes(), c10::DataPtr(), allocator::get(), true));
+    adopt_into(*musa.unsafeGetStorageImpl(), *impl);
+    fresh_.emplace_back(s, musa);
+    return musa;
+  }
+
+  // Moves (or, when impossible, copies) the kernel-device memory of `from` into `to`.
+  void adopt_into(c10::StorageImpl& to, c10::StorageImpl& from) {
+    c10::DataPtr& dp = from.mutable_data_ptr();
+    size_t n = from.nbytes();
+    if (dp.get() == nullptr || n == 0) {
+      to.set_data_ptr_noswap(allocator::get()->allocate(0));
+      to.set_nbytes(0);
+      return;
+    }
+    c10::DataPtr taken = std::move(dp);
+    if (kd_.adopt(taken, device)) {
+      // The kernel-device storage keeps a non-owning view for the rest of this call.
+      from.set_data_ptr_noswap(c10::DataPtr(taken.get(), kd_.device_for(device)));
+      to.set_data_ptr_noswap(std::move(taken));
+      to.set_nbytes(n);
+      return;
+    }
+    // Memory the musa allocator did not provide (e.g. a library's own
+    // buffer): copy it into musa memory and count the op.
+    from.set_data_ptr_noswap(std::move(taken));
+    DeviceScope scope(device);
+    c10::Storage fresh(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), n,
+                                                            allocator::get()->allocate(n), allocator::get(), true));
+    auto bytes = at::TensorOptions().dtype(at::kByte);
+    at::Tensor src = at::from_blob(from.mutable_data(), {static_cast<int64_t>(n)}, bytes.device(from.device()));
+    at::Tensor dst = at::from_blob(fresh.mutable_data(), {static_cast<int64_t>(n)}, bytes.device(kd_.device_for(device)));
+    dst.copy_(src);
+    to.set_data_ptr_noswap(std::move(fresh.unsafeGetStorageImpl()->mutable_data_ptr()));
+    to.set_nbytes(n);
+    std::lock_guard<std::mutex> g(g_counts_mu);
+    const auto& schema = op_.schema();
+    g_copy_counts[schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name()]++;
+  }
+
+  at::Tensor musa_tensor_like(const at::Tensor& out, c10::Storage storage) {
+    auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                     out.dtype());
+    impl->set_sizes_and_strides(out.sizes(), out.strides(), out.storage_offset());
+    return at::Tensor(std::move(impl));
+  }
+
+  at::Tensor to_musa(const at::Tensor& out) {
+    if (!out.defined() || out.device().type() != kd_.type()) return out;
+    for (auto& e : tensors_)
+      if (e.first.unsafeGetTensorImpl() == out.unsafeGetTensorImpl()) return e.second;  // in-place: self
+    if (device < 0) device = current_device();
+    return musa_tensor_like(out, to_musa_storage(out.storage()));
+  }
+
+  void sync_tensor(const at::Tensor& musa) {
+    if (!musa.defined() || musa.device().type() != kMusa) return;
+    for (auto& e : tensors_) {
+      if (e.second.unsafeGetTensorImpl() != musa.unsafeGetTensorImpl()) continue;
+      auto* a = e.first.unsafeGetTensorImpl();
+      auto* m = e.second.unsafeGetTensorImpl();
+      c10::Storage target = to_musa_storage(a->storage());
+      if (target.unsafeGetStorageImpl() != m->storage().unsafeGetStorageImpl()) m->set_storage_keep_dtype(target);
+      if (a->sizes() != m->sizes() || a->strides() != m->strides() || a->storage_offset() != m->storage_offset())
+        m->set_sizes_and_strides(a->sizes(), a->strides(), a->storage_offset());
+    }
+  }
+
+  const c10::OperatorHandle& op_;
+  KernelDevice& kd_;
+  c10::Device first_{kMusa, 0};
+  std::vector<std::string> pending_cpu_;
+  std::vector<std::pair<std::string, c10::Device>> pending_other_;
+  std::vector<StorageAlias> storages_;
+  std::vector<std::pair<at::Tensor, at::Tensor>> tensors_;  // alias -> musa
+  std::vector<std::pair<c10::Storage, c10::Storage>> fresh_;  // kernel-device -> musa
+};
+
+void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  g_delegated.fetch_add(1, std::memory_order_relaxed);
+  KernelDevice& kd = kernel_device();
+  const OpTraits& traits = traits_of(op);
+  const auto& args = op.schema().arguments();
+  const size_t nargs = args.size();
+  const size_t base = stack->size() - nargs;
+  Delegation call(op, kd);
+
+  for (size_t i = 0; i < nargs; ++i) {
+    const c10::IValue& v = (*stack)[base + i];
+    const std::string& name = args[i].name();
+    if (v.isTensor()) {
+      call.note_device(v.toTensor(), name, false);
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) call.note_device(t, name, false);
+    } else if (v.isList()) {
+      for (const c10::IValue& e : v.toList())
+        if (e.isTensor()) call.note_device(e.toTensor(), name, traits.allows_cpu_indices);
+    }
+  }
+  call.check_mixing();
+
+  // Keep the musa arguments alive and known while the stack holds aliases.
+  std::vector<c10::IValue> originals(stack->begin() + base, stack->end());
+  for (size_t i = 0; i < nargs; ++i) (*stack)[base + i] = call.alias_value((*stack)[base + i]);
+  if (call.device < 0) call.device = current_device();
+
+  for (size_t idx : traits.generator_args) {
+    c10::IValue& v = (*stack)[base + idx];
+    at::Generator gen = v.isNone() ? default_generator(call.device) : v.toGenerator();
+    if (gen.device().type() == kMusa) v = kd.kernel_generator(gen);
+  }
+
+  {
+    auto scope = kd.enter(call.device);
+    // Random ops that take no generator draw from the kernel device's default
+    // one: seed it from the musa counter for this op and restore it after,
+    // so musa results depend only on torch.musa.manual_seed.
+    std::optional<at::Generator> saved_default;
+    at::Generator kernel_default;
+    if (traits.seeded_without_generator) {
+      kernel_default = at::globalContext().defaultGenerator(kd.device_for(call.device));
+      at::Generator seeded = kd.kernel_generator(default_generator(call.device));
+      std::lock_guard<std::mutex> lock(kernel_default.mutex());
+      saved_default = kernel_default.clone();
+      kernel_default.set_state(seeded.get_state());
+    }
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    kd.launch(
+        call.device, [&] { op.redispatchBoxed(c10::DispatchKeySet(kd.dispatch_key()), stack); },
+        op.schema().name().c_str());
+    if (saved_default) {
+      std::lock_guard<std::mutex> lock(kernel_default.mutex());
+      kernel_default.set_state(saved_default->get_state());
+    }
+  }
+
+  call.sync_written(traits, originals);
+  const size_t nret = op.schema().returns().size();
+  const size_t rbase = stack->size() - nret;
+  for (size_t i = 0; i < nret; ++i) (*stack)[rbase + i] = call.to_musa_value((*stack)[rbase + i]);
+}
+
+}  // namespace
+
+at::Tensor alias_on_kernel_device(const at::Tensor& musa) {
+  TORCH_INTERNAL_ASSERT(musa.device().type() == kMusa);
+  KernelDevice& kd = kernel_device();
+  auto impl = c10::make_intrusive<c10::TensorImpl>(kd.alias_storage(musa.storage()),
+                                                   c10::DispatchKeySet(kd.dispatch_key()), musa.dtype());
+  impl->set_sizes_and_strides(musa.sizes(), musa.strides(), musa.storage_offset());
+  return at::Tensor(std::move(impl));
+}
+
+std::unordered_map<std::string, int64_t> copy_path_counts() {
+  std::lock_guard<std::mutex> g(g_counts_mu);
+  return g_copy_counts;
+}
+
+void reset_copy_path_counts() {
+  std::lock_guard<std::mutex> g(g_counts_mu);
+  g_copy_counts.clear();
+}
+
+int64_t delegated_op_count() { return g_delegated.load(); }
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&musa_fallback>()); }
+
+}  // namespace torch_musa

@@ -1,0 +1,61 @@
+#include "device.h"
+
+#include <cstring>
+
+#include "musa_check.h"
+
+namespace torch_musa {
+
+c10::DeviceIndex device_count() noexcept {
+  int n = 0;
+  if (musaGetDeviceCount(&n) != musaSuccess) {
+    (void)musaGetLastError();
+    return 0;
+  }
+  return static_cast<c10::DeviceIndex>(n);
+}
+
+void check_device_index(c10::DeviceIndex device) {
+  auto n = device_count();
+  TORCH_CHECK(n > 0, "no musa device is available: ", musaGetLastErrorMessage(),
+              " (check TORCH_MUSA_DRIVER and MUSA_VISIBLE_DEVICES)");
+  TORCH_CHECK(device >= 0 && device < n, "invalid musa device index ", static_cast<int>(device),
+              ": there ", n == 1 ? "is 1 musa device" : "are " + std::to_string(n) + " musa devices",
+              ", valid indices are 0..", n - 1,
+              " (set MUSA_VISIBLE_DEVICES or TORCH_MUSA_HOST_DEVICES to change how many)");
+}
+
+c10::DeviceIndex current_device() {
+  int d = 0;
+  MUSA_CHECK(musaGetDevice(&d));
+  return static_cast<c10::DeviceIndex>(d);
+}
+
+void set_device(c10::DeviceIndex device) {
+  check_device_index(device);
+  MUSA_CHECK(musaSetDevice(device));
+}
+
+bool is_device_initialized(c10::DeviceIndex device) {
+  int init = 0;
+  if (musaDeviceIsInitialized(device, &init) != musaSuccess) {
+    (void)musaGetLastError();
+    return false;
+  }
+  return init != 0;
+}
+
+bool is_host_driver() {
+  static const bool host = std::strcmp(musaGetDriverName(), "host") == 0;
+  return host;
+}
+
+DeviceScope::DeviceScope(c10::DeviceIndex device) : prev_(current_device()), changed_(device != prev_) {
+  if (changed_) set_device(device);
+}
+
+DeviceScope::~DeviceScope() {
+  if (changed_) (void)musaSetDevice(prev_);
+}
+
+}  // namespace torch_musa

@@ -1,0 +1,140 @@
+// torch_musa._C: the small Python surface over the runtime and backend.
+// Most of torch.musa is plain Python over torch's generic device APIs.
+#include <ATen/core/Tensor.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/Generator.h>
+
+#include "caching_allocator.h"
+#include "delegate.h"
+#include "device.h"
+#include "generator.h"
+#include "musa_check.h"
+#include "stream.h"
+#include "version_gates.h"
+
+namespace py = pybind11;
+
+namespace torch_musa {
+namespace {
+
+py::dict stat_dict(const c10::CachingAllocator::Stat& s) {
+  py::dict d;
+  d["current"] = s.current;
+  d["peak"] = s.peak;
+  d["allocated"] = s.allocated;
+  d["freed"] = s.freed;
+  return d;
+}
+
+py::dict stat_array_dict(const c10::CachingAllocator::StatArray& a) {
+  py::dict d;
+  const char* names[] = {"all", "small_pool", "large_pool"};
+  for (size_t i = 0; i < 3; ++i) d[names[i]] = stat_dict(a[i]);
+  return d;
+}
+
+// Same nesting as torch._C._cuda_memoryStats, flattened in Python.
+py::dict memory_stats(c10::DeviceIndex device) {
+  auto s = allocator::device_stats(device);
+  py::dict d;
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  d["num_ooms"] = s.num_ooms;
+  d["max_split_size"] = s.max_split_size;
+  d["num_sync_all_streams"] = s.num_sync_all_streams;
+  d["num_device_alloc"] = s.num_device_alloc;
+  d["num_device_free"] = s.num_device_free;
+  d["oversize_allocations"] = stat_dict(s.oversize_allocations);
+  d["oversize_segments"] = stat_dict(s.oversize_segments);
+  d["allocation"] = stat_array_dict(s.allocation);
+  d["segment"] = stat_array_dict(s.segment);
+  d["active"] = stat_array_dict(s.active);
+  d["inactive_split"] = stat_array_dict(s.inactive_split);
+  d["allocated_bytes"] = stat_array_dict(s.allocated_bytes);
+  d["reserved_bytes"] = stat_array_dict(s.reserved_bytes);
+  d["active_bytes"] = stat_array_dict(s.active_bytes);
+  d["inactive_split_bytes"] = stat_array_dict(s.inactive_split_bytes);
+  d["requested_bytes"] = stat_array_dict(s.requested_bytes);
+  return d;
+}
+
+py::dict device_properties(c10::DeviceIndex device) {
+  check_device_index(device);
+  musaDeviceProp p{};
+  MUSA_CHECK(musaGetDeviceProperties(&p, device));
+  py::dict d;
+  d["name"] = std::string(p.name);
+  d["total_memory"] = p.totalGlobalMem;
+  d["multi_processor_count"] = p.multiProcessorCount;
+  d["major"] = p.major;
+  d["minor"] = p.minor;
+  d["warp_size"] = p.warpSize;
+  d["max_threads_per_block"] = p.maxThreadsPerBlock;
+  d["L2_cache_size"] = p.l2CacheSize;
+  d["is_host_emulated"] = p.isHostEmulated != 0;
+  d["uuid"] = std::string(p.uuid);
+  return d;
+}
+
+}  // namespace
+}  // namespace torch_musa
+
+PYBIND11_MODULE(_C, m) {
+  using namespace torch_musa;
+  m.doc() = "torch_musa native extension";
+  m.attr("_torch_version_major") = TORCH_VERSION_MAJOR;
+  m.attr("_torch_version_minor") = TORCH_VERSION_MINOR;
+
+  m.def("_driver_name", [] { return std::string(musaGetDriverName()); });
+  m.def("_built_drivers", [] { return std::string(musaGetBuiltDrivers()); });
+  m.def("_device_count", [] { return static_cast<int>(device_count()); });
+  m.def("_init_error", []() -> std::string {
+    int n = 0;
+    if (musaGetDeviceCount(&n) != musaSuccess) {
+      std::string msg = musaGetLastErrorMessage();
+      (void)musaGetLastError();
+      return msg.empty() ? "unknown error" : msg;
+    }
+    return "";
+  });
+  m.def("_current_device", [] { return static_cast<int>(current_device()); });
+  m.def("_set_device", [](int d) { set_device(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_synchronize", [](int d) {
+    py::gil_scoped_release no_gil;
+    DeviceScope scope(static_cast<c10::DeviceIndex>(d));
+    MUSA_CHECK(musaDeviceSynchronize());
+  });
+  m.def("_device_properties", [](int d) { return device_properties(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_is_initialized", [](int d) { return is_device_initialized(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_stream_priority_range", [] {
+    int least = 0, greatest = 0;
+    MUSA_CHECK(musaDeviceGetStreamPriorityRange(&least, &greatest));
+    return py::make_tuple(least, greatest);
+  });
+  m.def("_stream_priority", [](int64_t id, int device) {
+    return stream_priority(c10::Stream(c10::Stream::UNSAFE,
+                                       c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)),
+                                       id));
+  });
+
+  m.def("_memory_stats", [](int d) { return memory_stats(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_reset_peak_stats", [](int d) { allocator::reset_peak_stats(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_reset_accumulated_stats", [](int d) { allocator::reset_accumulated_stats(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_empty_cache", [] { allocator::empty_cache(); });
+  m.def("_mem_get_info", [](int d) {
+    DeviceScope scope(static_cast<c10::DeviceIndex>(d));
+    size_t free = 0, total = 0;
+    MUSA_CHECK(musaMemGetInfo(&free, &total));
+    return py::make_tuple(free, total);
+  });
+  m.def("_set_memory_fraction", [](double f, int d) { allocator::set_memory_fraction(f, static_cast<c10::DeviceIndex>(d)); });
+
+  m.def("_default_generator", [](int d) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(d))));
+  });
+
+  m.def("_copy_path_counts", [] { return copy_path_counts(); });
+  m.def("_reset_copy_path_counts", [] { reset_copy_path_counts(); });
+  m.def("_delegated_op_count", [] { return delegated_op_count(); });
+}

@@ -1,0 +1,96 @@
+"""torch_musa: makes ``torch.device("musa")`` a complete PyTorch device.
+
+``torch.musa`` is this module; its API follows ``torch.cuda``.
+"""
+import sys as _sys
+
+from . import _version_gate
+
+_version_gate.check()
+
+import torch  # noqa: E402
+
+try:
+    from . import _C  # noqa: E402
+except ImportError as _e:  # pragma: no cover - exercised only on broken installs
+    raise ImportError(
+        f"torch_musa's native extension failed to load ({_e}). It must be built against the installed "
+        f"torch {torch.__version__}: run `pip install --no-build-isolation -e .` in the torch_musa source tree."
+    ) from _e
+
+if torch._C._get_privateuse1_backend_name() in ("privateuseone", "privateuse1"):
+    torch.utils.rename_privateuse1_backend("musa")
+elif torch._C._get_privateuse1_backend_name() != "musa":
+    raise ImportError(
+        f"the PrivateUse1 backend is already registered as '{torch._C._get_privateuse1_backend_name()}'; "
+        "torch_musa cannot share a process with another PrivateUse1 backend"
+    )
+
+from .device import (  # noqa: E402
+    _lazy_init,
+    current_device,
+    device,
+    device_count,
+    device_of,
+    get_device_capability,
+    get_device_name,
+    get_device_properties,
+    is_available,
+    is_bf16_supported,
+    is_initialized,
+    init,
+    set_device,
+    synchronize,
+    get_driver_name,
+)
+from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: E402
+from .memory import (  # noqa: E402
+    OutOfMemoryError,
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    memory_summary,
+    reset_accumulated_memory_stats,
+    reset_max_memory_allocated,
+    reset_peak_memory_stats,
+    set_per_process_memory_fraction,
+)
+from .random import (  # noqa: E402
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
+from . import amp, ops  # noqa: E402
+from .amp import get_amp_supported_dtype  # noqa: E402
+
+torch._register_device_module("musa", _sys.modules[__name__])
+torch.utils.generate_methods_for_privateuse1_backend(
+    for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+)
+
+
+def _autoload():
+    """Entry point for torch's device-backend autoloading; importing did the work."""
+
+
+__all__ = [
+    "Event", "Stream", "StreamContext", "OutOfMemoryError", "amp", "current_device", "current_stream",
+    "default_stream", "device", "device_count", "device_of", "empty_cache", "get_amp_supported_dtype",
+    "get_device_capability", "get_device_name", "get_device_properties", "get_rng_state", "get_rng_state_all",
+    "init", "initial_seed", "is_available", "is_bf16_supported", "is_initialized", "manual_seed",
+    "manual_seed_all", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
+    "memory_reserved", "memory_stats", "memory_summary", "reset_accumulated_memory_stats",
+    "reset_max_memory_allocated", "reset_peak_memory_stats", "seed", "seed_all", "set_device",
+    "set_per_process_memory_fraction", "set_rng_state", "set_rng_state_all", "set_stream", "stream",
+    "synchronize", "get_driver_name",
+]

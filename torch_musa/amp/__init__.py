@@ -1,0 +1,30 @@
+"""Automatic mixed precision for musa: autocast and GradScaler, like torch.cuda.amp."""
+import functools
+
+import torch
+
+from .grad_scaler import GradScaler
+
+
+def get_amp_supported_dtype():
+    return [torch.float16, torch.bfloat16, torch.float32]
+
+
+class autocast(torch.amp.autocast_mode.autocast):
+    """``torch.autocast("musa", ...)`` with torch.cuda.amp.autocast's signature."""
+
+    def __init__(self, enabled: bool = True, dtype: torch.dtype = torch.float16, cache_enabled: bool = True):
+        super().__init__("musa", enabled=enabled, dtype=dtype, cache_enabled=cache_enabled)
+
+
+def custom_fwd(fwd=None, *, cast_inputs=None):
+    return torch.amp.custom_fwd(fwd, device_type="musa", cast_inputs=cast_inputs) if fwd else functools.partial(
+        torch.amp.custom_fwd, device_type="musa", cast_inputs=cast_inputs)
+
+
+def custom_bwd(bwd=None):
+    return torch.amp.custom_bwd(bwd, device_type="musa") if bwd else functools.partial(
+        torch.amp.custom_bwd, device_type="musa")
+
+
+__all__ = ["GradScaler", "autocast", "custom_bwd", "custom_fwd", "get_amp_supported_dtype"]

@@ -1,0 +1,141 @@
+"""Device management, shaped like torch.cuda's."""
+from collections import namedtuple
+from typing import Any, Optional, Union
+
+import torch
+
+from . import _C
+
+_DeviceLike = Union[torch.device, str, int, None]
+_initialized = False
+
+
+def _index(device: _DeviceLike = None, optional: bool = True) -> int:
+    """Turns a device argument into a musa device index (current device if None)."""
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type != "musa":
+            raise ValueError(f"expected a musa device, got '{device}'")
+        return current_device() if device.index is None else device.index
+    if device is None:
+        if not optional:
+            raise ValueError("a musa device is required")
+        return current_device()
+    if isinstance(device, int):
+        return device
+    raise TypeError(f"expected a musa device (torch.device, 'musa:N' or int), got {type(device).__name__}")
+
+
+def _check_index(index: int) -> int:
+    n = device_count()
+    if n == 0:
+        raise RuntimeError(f"no musa device is available: {_C._init_error() or 'device count is 0'}")
+    if not 0 <= index < n:
+        raise RuntimeError(
+            f"invalid musa device index {index}: there {'is 1 musa device' if n == 1 else f'are {n} musa devices'}, "
+            f"valid indices are 0..{n - 1}"
+        )
+    return index
+
+
+def _lazy_init() -> None:
+    """Starts the runtime on first use (nothing happens at import)."""
+    global _initialized
+    if _initialized:
+        return
+    if device_count() == 0:
+        raise RuntimeError(f"no musa device is available: {_C._init_error() or 'device count is 0'}")
+    _initialized = True
+
+
+def init() -> None:
+    _lazy_init()
+
+
+def is_initialized() -> bool:
+    return _initialized
+
+
+def is_available() -> bool:
+    return device_count() > 0
+
+
+def device_count() -> int:
+    return _C._device_count()
+
+
+def get_driver_name() -> str:
+    """The runtime driver in use: 'host' (emulated in host memory) or 'cuda'."""
+    return _C._driver_name()
+
+
+def current_device() -> int:
+    return _C._current_device()
+
+
+def set_device(device: _DeviceLike) -> None:
+    index = _index(device)
+    if index >= 0:
+        _C._set_device(_check_index(index))
+
+
+def synchronize(device: _DeviceLike = None) -> None:
+    """Waits for all work on the device's streams to finish."""
+    _lazy_init()
+    _C._synchronize(_check_index(_index(device)))
+
+
+_MusaDeviceProperties = namedtuple(
+    "_MusaDeviceProperties",
+    ["name", "total_memory", "multi_processor_count", "major", "minor", "warp_size", "max_threads_per_block",
+     "L2_cache_size", "is_host_emulated", "uuid"],
+)
+
+
+def get_device_properties(device: _DeviceLike = None) -> Any:
+    _lazy_init()
+    props = _C._device_properties(_check_index(_index(device)))
+    return _MusaDeviceProperties(**props)
+
+
+def get_device_name(device: _DeviceLike = None) -> str:
+    return get_device_properties(device).name
+
+
+def get_device_capability(device: _DeviceLike = None) -> tuple:
+    p = get_device_properties(device)
+    return p.major, p.minor
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return is_available()
+
+
+class device:
+    """Context manager that changes the current musa device."""
+
+    def __init__(self, device: _DeviceLike):
+        self.idx = _index(device) if device is not None else -1
+        self.prev_idx = -1
+
+    def __enter__(self):
+        if self.idx < 0:
+            return self
+        self.prev_idx = current_device()
+        if self.prev_idx != self.idx:
+            set_device(self.idx)
+        return self
+
+    def __exit__(self, *args):
+        if self.idx >= 0 and self.prev_idx != self.idx:
+            set_device(self.prev_idx)
+        return False
+
+
+class device_of(device):
+    """Context manager that makes the device of a tensor current (no-op for non-musa tensors)."""
+
+    def __init__(self, obj):
+        idx = obj.get_device() if getattr(obj, "is_musa", False) else -1
+        super().__init__(idx if idx >= 0 else None)

@@ -1,0 +1,130 @@
+"""Streams and events, subclassing torch.Stream / torch.Event like torch.cuda's."""
+from typing import Optional
+
+import torch
+
+from . import _C
+from .device import _check_index, _index, _lazy_init
+
+
+class Stream(torch.Stream):
+    """A musa stream: an ordered queue of work on one device.
+
+    ``priority`` 0 is normal; negative numbers are higher priority.
+    """
+
+    def __new__(cls, device=None, priority: int = 0, **kwargs):
+        _lazy_init()
+        if "stream_id" in kwargs:  # wrapping an existing stream
+            return super().__new__(cls, **kwargs)
+        index = _check_index(_index(device))
+        return super().__new__(cls, device=torch.device("musa", index), priority=priority)
+
+    @property
+    def priority(self) -> int:
+        return _C._stream_priority(self.stream_id, self.device_index)
+
+    def wait_event(self, event: "Event") -> None:
+        event.wait(self)
+
+    def wait_stream(self, stream: "Stream") -> None:
+        self.wait_event(stream.record_event())
+
+    def record_event(self, event: Optional["Event"] = None) -> "Event":
+        if event is None:
+            event = Event()
+        event.record(self)
+        return event
+
+    def __eq__(self, other):
+        return isinstance(other, torch.Stream) and super().__eq__(other)
+
+    def __hash__(self):
+        return hash((self.stream_id, self.device_index, self.device_type))
+
+    def __repr__(self):
+        return f"<torch.musa.Stream device=musa:{self.device_index} stream_id={self.stream_id}>"
+
+
+class Event(torch.Event):
+    """A musa event: marks a point in a stream for waiting and timing."""
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        if interprocess:
+            raise NotImplementedError("interprocess musa events are not supported; create the event with interprocess=False")
+        return super().__new__(cls, device="musa", enable_timing=enable_timing, blocking=blocking)
+
+    def record(self, stream: Optional[torch.Stream] = None) -> None:
+        super().record(current_stream() if stream is None else stream)
+
+    def wait(self, stream: Optional[torch.Stream] = None) -> None:
+        super().wait(current_stream() if stream is None else stream)
+
+    def __repr__(self):
+        return f"<torch.musa.Event {'recorded' if self.event_id else 'unrecorded'}>"
+
+
+def _wrap(s: torch.Stream) -> Stream:
+    return Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+
+
+def current_stream(device=None) -> Stream:
+    _lazy_init()
+    index = _check_index(_index(device))
+    return _wrap(torch.accelerator.current_stream(torch.device("musa", index)))
+
+
+def default_stream(device=None) -> Stream:
+    _lazy_init()
+    index = _check_index(_index(device))
+    return Stream(stream_id=0, device_index=index, device_type=torch.device("musa").type and _device_type())
+
+
+def _device_type() -> int:
+    return torch.accelerator.current_stream(torch.device("musa", 0)).device_type
+
+
+def set_stream(stream: Optional[torch.Stream]) -> None:
+    if stream is None:
+        return
+    if stream.device.type != "musa":
+        raise ValueError(f"set_stream expects a musa stream, got a stream of {stream.device}")
+    torch.accelerator.set_stream(stream)
+
+
+class StreamContext:
+    """Context manager that makes ``stream`` current on its device (and the device current)."""
+
+    def __init__(self, stream: Optional[torch.Stream]):
+        self.stream = stream
+        self.prev_streams = None
+        self.prev_device = None
+
+    def __enter__(self):
+        if self.stream is None:
+            return self
+        from .device import current_device, set_device
+
+        self.prev_device = current_device()
+        target = self.stream.device_index
+        # Like CUDA: remember the current stream of both devices.
+        self.prev_streams = [torch.accelerator.current_stream(torch.device("musa", i))
+                             for i in {self.prev_device, target}]
+        if target != self.prev_device:
+            set_device(target)
+        torch.accelerator.set_stream(self.stream)
+        return self
+
+    def __exit__(self, *args):
+        if self.stream is None:
+            return False
+        from .device import set_device
+
+        for s in self.prev_streams:
+            torch.accelerator.set_stream(s)
+        set_device(self.prev_device)
+        return False
+
+
+def stream(stream: Optional[torch.Stream]) -> StreamContext:
+    return StreamContext(stream)
