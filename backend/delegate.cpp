@@ -368,4 +368,12 @@ int64_t delegated_op_count() { return g_delegated.load(); }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&musa_fallback>()); }
 
+// Composite ops that choose kernels by device type send PrivateUse1 to
+// "overrideable" stubs; delegating the composite itself runs the kernel
+// device's full implementation instead.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* name : {"convolution", "convolution_backward", "_convolution", "_convolution.deprecated"})
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&musa_fallback>());
+}
+
 }  // namespace torch_musa

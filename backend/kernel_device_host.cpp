@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
 
 #include "caching_allocator.h"
 #include "device.h"
@@ -23,12 +24,12 @@ thread_local c10::DeviceIndex t_delegating = -1;
 
 void noop_delete(void*) {}
 
-// Holds the musa DataPtr behind a CPU DataPtr handed to a CPU kernel.
-void delete_musa_backed(void* ctx) { delete static_cast<c10::DataPtr*>(ctx); }
-
 // Replaces torch's CPU allocator: while a musa op runs on this thread, CPU
 // allocations (the kernel's outputs and scratch) come from musa memory;
 // otherwise they go to the original CPU allocator untouched.
+//
+// Musa-backed blocks are CPU DataPtrs whose context is the data pointer
+// itself (Allocator::raw_allocate requires that), found again in a table.
 class RoutingCpuAllocator final : public c10::Allocator {
  public:
   explicit RoutingCpuAllocator(c10::Allocator* original) : original_(original) {}
@@ -37,20 +38,46 @@ class RoutingCpuAllocator final : public c10::Allocator {
     if (t_delegating < 0) return original_->allocate(n);
     c10::DataPtr musa = allocator::get()->allocate(n);
     void* p = musa.get();
-    auto* holder = new c10::DataPtr(std::move(musa));
-    return c10::DataPtr(p, holder, &delete_musa_backed, c10::Device(c10::DeviceType::CPU));
+    if (!p) return c10::DataPtr(nullptr, nullptr, &route_delete, c10::Device(c10::DeviceType::CPU));
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      blocks_.emplace(p, std::move(musa));
+    }
+    return c10::DataPtr(p, p, &route_delete, c10::Device(c10::DeviceType::CPU));
   }
-  c10::DeleterFnPtr raw_deleter() const override {
-    // raw_allocate() is only used outside musa ops; defer to the original.
-    return original_->raw_deleter();
-  }
+  c10::DeleterFnPtr raw_deleter() const override { return &route_delete; }
   void copy_data(void* dst, const void* src, std::size_t n) const override { std::memcpy(dst, src, n); }
+
+  // Frees a musa-backed block, or hands a raw pointer of the original allocator back to it.
+  static void route_delete(void* p);
+
+  // Takes the musa DataPtr behind `p` out of the table (null DataPtr if unknown).
+  c10::DataPtr take(void* p) {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = blocks_.find(p);
+    if (it == blocks_.end()) return c10::DataPtr();
+    c10::DataPtr d = std::move(it->second);
+    blocks_.erase(it);
+    return d;
+  }
 
   c10::Allocator* original() const { return original_; }
 
  private:
   c10::Allocator* original_;
+  std::mutex mu_;
+  std::unordered_map<void*, c10::DataPtr> blocks_;
 };
+
+RoutingCpuAllocator* routing_allocator();
+
+void RoutingCpuAllocator::route_delete(void* p) {
+  if (!p) return;
+  auto* self = routing_allocator();
+  c10::DataPtr musa = self->take(p);
+  if (!musa.get()) self->original_->raw_deleter()(p);
+  // `musa` going out of scope returns the block to the musa allocator.
+}
 
 RoutingCpuAllocator* routing_allocator() {
   static RoutingCpuAllocator* a = [] {
@@ -80,11 +107,10 @@ class HostKernelDevice final : public KernelDevice {
   }
 
   bool adopt(c10::DataPtr& ptr, c10::DeviceIndex index) override {
-    if (ptr.get_deleter() != &delete_musa_backed) return false;
-    auto ctx = ptr.move_context();  // we now own the holder
-    auto* holder = static_cast<c10::DataPtr*>(ctx.get());
-    c10::DataPtr musa = std::move(*holder);
-    TORCH_INTERNAL_ASSERT(musa.device().index() == index || index < 0);
+    if (ptr.get_deleter() != &RoutingCpuAllocator::route_delete || !ptr.get()) return false;
+    c10::DataPtr musa = routing_allocator()->take(ptr.get());
+    if (!musa.get()) return false;
+    (void)ptr.release_context();  // ownership moved to `musa`
     ptr = std::move(musa);
     return true;
   }

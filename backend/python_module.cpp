@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/Event.h>
 #include <torch/csrc/Generator.h>
 
 #include "caching_allocator.h"
@@ -134,6 +135,14 @@ PYBIND11_MODULE(_C, m) {
         THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(d))));
   });
 
+  // torch.Event.elapsed_time rejects subclasses as `other`; read both events directly.
+  m.def("_event_elapsed_time", [](py::handle a, py::handle b) {
+    TORCH_CHECK(THPEvent_Check(a.ptr()) && THPEvent_Check(b.ptr()), "elapsed_time expects two torch.Event objects");
+    auto& ea = reinterpret_cast<THPEvent*>(a.ptr())->event;
+    auto& eb = reinterpret_cast<THPEvent*>(b.ptr())->event;
+    py::gil_scoped_release no_gil;
+    return ea.elapsedTime(eb);
+  });
   m.def("_copy_path_counts", [] { return copy_path_counts(); });
   m.def("_reset_copy_path_counts", [] { reset_copy_path_counts(); });
   m.def("_delegated_op_count", [] { return delegated_op_count(); });

@@ -26,7 +26,7 @@ elif torch._C._get_privateuse1_backend_name() != "musa":
         "torch_musa cannot share a process with another PrivateUse1 backend"
     )
 
-from .device import (  # noqa: E402
+from ._device import (  # noqa: E402
     _lazy_init,
     current_device,
     device,
@@ -71,12 +71,17 @@ from .random import (  # noqa: E402
     set_rng_state_all,
 )
 from . import amp, ops  # noqa: E402
+from . import _device as _device_module  # noqa: E402
 from .amp import get_amp_supported_dtype  # noqa: E402
 
 torch._register_device_module("musa", _sys.modules[__name__])
 torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
+
+
+def _is_in_bad_fork() -> bool:
+    return _device_module._in_bad_fork
 
 
 def _autoload():

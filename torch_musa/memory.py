@@ -5,7 +5,7 @@ from typing import Any, Dict
 import torch
 
 from . import _C
-from .device import _check_index, _index, _lazy_init
+from ._device import _check_index, _index, _lazy_init
 
 OutOfMemoryError = torch.OutOfMemoryError
 

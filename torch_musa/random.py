@@ -4,7 +4,7 @@ from typing import Iterable, List
 import torch
 
 from . import _C
-from .device import _check_index, _index, device_count
+from ._device import _check_index, _index, device_count
 
 
 def _generator(device=None) -> torch.Generator:

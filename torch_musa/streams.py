@@ -4,7 +4,7 @@ from typing import Optional
 import torch
 
 from . import _C
-from .device import _check_index, _index, _lazy_init
+from ._device import _check_index, _index, _lazy_init
 
 
 class Stream(torch.Stream):
@@ -60,6 +60,10 @@ class Event(torch.Event):
     def wait(self, stream: Optional[torch.Stream] = None) -> None:
         super().wait(current_stream() if stream is None else stream)
 
+    def elapsed_time(self, end_event: torch.Event) -> float:
+        """Milliseconds between this event and ``end_event`` (both recorded, with timing)."""
+        return _C._event_elapsed_time(self, end_event)
+
     def __repr__(self):
         return f"<torch.musa.Event {'recorded' if self.event_id else 'unrecorded'}>"
 
@@ -103,7 +107,7 @@ class StreamContext:
     def __enter__(self):
         if self.stream is None:
             return self
-        from .device import current_device, set_device
+        from ._device import current_device, set_device
 
         self.prev_device = current_device()
         target = self.stream.device_index
@@ -118,7 +122,7 @@ class StreamContext:
     def __exit__(self, *args):
         if self.stream is None:
             return False
-        from .device import set_device
+        from ._device import set_device
 
         for s in self.prev_streams:
             torch.accelerator.set_stream(s)

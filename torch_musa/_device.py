@@ -8,6 +8,20 @@ from . import _C
 
 _DeviceLike = Union[torch.device, str, int, None]
 _initialized = False
+_in_bad_fork = False
+
+
+def _after_fork_in_child():
+    # A child forked after the cuda driver started cannot use it (as with CUDA);
+    # the host driver has no such state, so its children may keep using musa.
+    global _in_bad_fork, _initialized
+    if _initialized and _C._driver_name() != "host":
+        _in_bad_fork = True
+
+
+import os as _os  # noqa: E402
+
+_os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _index(device: _DeviceLike = None, optional: bool = True) -> int:
@@ -44,6 +58,11 @@ def _lazy_init() -> None:
     global _initialized
     if _initialized:
         return
+    if _in_bad_fork:
+        raise RuntimeError(
+            "cannot re-initialize musa in a forked subprocess; use the 'spawn' start method "
+            "(torch.multiprocessing.set_start_method('spawn'))"
+        )
     if device_count() == 0:
         raise RuntimeError(f"no musa device is available: {_C._init_error() or 'device count is 0'}")
     _initialized = True
