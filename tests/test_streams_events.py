@@ -1,0 +1,164 @@
+"""Streams and events: torch.cuda-shaped semantics (ordering, waits, queries, timing, context managers)."""
+import time
+
+import pytest
+import torch
+
+
+def test_stream_create_and_properties():
+    s = torch.musa.Stream()
+    assert s.device == torch.device("musa", 0)
+    assert s.device_index == 0
+    assert s != torch.musa.default_stream()
+    assert s.query()
+    s.synchronize()
+    hp = torch.musa.Stream(priority=-1)
+    assert hp.priority <= 0
+    assert torch.musa.Stream(priority=0).priority == 0
+
+
+def test_default_stream_is_current_by_default():
+    assert torch.musa.current_stream() == torch.musa.default_stream()
+    assert torch.musa.default_stream().stream_id == torch.musa.default_stream(0).stream_id
+    assert hash(torch.musa.current_stream()) == hash(torch.musa.default_stream())
+
+
+def test_stream_context_switches_and_restores():
+    s = torch.musa.Stream()
+    prev = torch.musa.current_stream()
+    with torch.musa.stream(s):
+        assert torch.musa.current_stream() == s
+    assert torch.musa.current_stream() == prev
+    with torch.musa.stream(None):  # like torch.cuda.stream(None): no-op
+        assert torch.musa.current_stream() == prev
+
+
+def test_set_stream():
+    s = torch.musa.Stream()
+    torch.musa.set_stream(s)
+    try:
+        assert torch.musa.current_stream() == s
+    finally:
+        torch.musa.set_stream(torch.musa.default_stream())
+    assert torch.musa.current_stream() == torch.musa.default_stream()
+
+
+def test_work_on_side_stream_matches_cpu(same):
+    a = torch.randn(64, 64)
+    s = torch.musa.Stream()
+    ma = a.musa()
+    s.wait_stream(torch.musa.current_stream())
+    with torch.musa.stream(s):
+        mb = ma @ ma + 1
+    torch.musa.current_stream().wait_stream(s)
+    same(mb, a @ a + 1, rtol=1e-5, atol=1e-4)
+
+
+def test_stream_ordering_many_inplace_ops(same):
+    s = torch.musa.Stream()
+    x = torch.zeros(1000, device="musa")
+    with torch.musa.stream(s):
+        for _ in range(50):
+            x.add_(1)
+    s.synchronize()
+    same(x, torch.full((1000,), 50.0))
+
+
+def test_event_record_query_synchronize():
+    e = torch.musa.Event()
+    x = torch.randn(100, device="musa")
+    y = x * 2
+    e.record()
+    e.synchronize()
+    assert e.query()
+    torch.testing.assert_close(y.cpu(), x.cpu() * 2)
+
+
+def test_event_wait_orders_streams(same):
+    s1, s2 = torch.musa.Stream(), torch.musa.Stream()
+    x = torch.zeros(256, device="musa")
+    with torch.musa.stream(s1):
+        x.add_(3)
+        e = s1.record_event()
+    s2.wait_event(e)
+    with torch.musa.stream(s2):
+        y = x * 2
+    s2.synchronize()
+    same(y, torch.full((256,), 6.0))
+
+
+def test_stream_record_event_returns_musa_event():
+    s = torch.musa.Stream()
+    e = s.record_event()
+    assert isinstance(e, torch.musa.Event)
+    e.synchronize()
+    assert e.query()
+
+
+def test_event_elapsed_time():
+    start = torch.musa.Event(enable_timing=True)
+    end = torch.musa.Event(enable_timing=True)
+    start.record()
+    x = torch.randn(256, 256, device="musa")
+    for _ in range(5):
+        x = x @ x.t() / 256
+    time.sleep(0.02)  # host time passes between the records
+    end.record()
+    end.synchronize()
+    ms = start.elapsed_time(end)
+    assert isinstance(ms, float)
+    # as on a GPU that is idle while the host sleeps, the end event is timestamped after the sleep
+    assert 15.0 <= ms < 60_000
+
+
+def test_elapsed_time_needs_timing():
+    # torch.cuda raises when an event was created without enable_timing
+    a, b = torch.musa.Event(), torch.musa.Event()
+    a.record()
+    b.record()
+    b.synchronize()
+    with pytest.raises((RuntimeError, ValueError), match="enable_timing"):
+        a.elapsed_time(b)
+
+
+def test_elapsed_time_unrecorded_raises():
+    a, b = torch.musa.Event(enable_timing=True), torch.musa.Event(enable_timing=True)
+    with pytest.raises((RuntimeError, ValueError), match="recorded"):
+        a.elapsed_time(b)
+
+
+def test_unrecorded_event_query_is_true():
+    # torch.cuda.Event().query() is True before any record
+    assert torch.musa.Event().query()
+
+
+def test_non_blocking_copies_visible_after_sync(same):
+    cpu = torch.randn(1000).pin_memory()
+    m = cpu.to("musa", non_blocking=True)
+    back = m.to("cpu", non_blocking=True)
+    torch.musa.synchronize()
+    assert torch.equal(back, cpu)
+    same(m, cpu)
+
+
+def test_stream_on_device1(two_devices):
+    s = torch.musa.Stream(device=1)
+    assert s.device_index == 1
+    with torch.musa.stream(s):
+        # like CUDA: entering a stream context makes its device current
+        assert torch.musa.current_device() == 1
+        assert torch.musa.current_stream() == s
+        t = torch.ones(3, device="musa")
+    assert t.device == torch.device("musa", 1)
+    assert torch.musa.current_device() == 0
+    assert torch.musa.current_stream(1) == torch.musa.default_stream(1)
+
+
+def test_current_stream_per_device(two_devices):
+    s1 = torch.musa.Stream(device=1)
+    torch.musa.set_stream(s1)
+    try:
+        assert torch.musa.current_stream(1) == s1
+        assert torch.musa.current_stream(0) == torch.musa.default_stream(0)
+    finally:
+        torch.musa.set_stream(torch.musa.default_stream(1))
