@@ -274,6 +274,14 @@ musaError_t musaDeviceIsInitialized(int device, int* initialized) {
   return musaSuccess;
 }
 
+musaError_t musaDeviceGetDriverOrdinal(int device, int* ordinal) {
+  if (!ordinal) return fail(musaErrorInvalidValue, "musaDeviceGetDriverOrdinal: ordinal is null");
+  MUSA_DRIVER_OR_FAIL();
+  if (auto e = checkDevice(st, device)) return e;
+  *ordinal = physical(st, device);
+  return musaSuccess;
+}
+
 musaError_t musaGetDeviceProperties(musaDeviceProp* prop, int device) {
   if (!prop) return fail(musaErrorInvalidValue, "musaGetDeviceProperties: prop is null");
   MUSA_DRIVER_OR_FAIL();

@@ -99,6 +99,9 @@ musaError_t musaSetDevice(int device);
 musaError_t musaGetDeviceProperties(musaDeviceProp* prop, int device);
 musaError_t musaDeviceSynchronize();
 musaError_t musaDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority);
+// The driver's own ordinal for a visible device (the CUDA ordinal for the
+// cuda driver), after MUSA_VISIBLE_DEVICES renumbering.
+musaError_t musaDeviceGetDriverOrdinal(int device, int* ordinal);
 // Whether the device has been touched (context created) in this process.
 musaError_t musaDeviceIsInitialized(int device, int* initialized);
 

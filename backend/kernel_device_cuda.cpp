@@ -1,0 +1,106 @@
+// The cuda driver's kernel device: musa memory is CUDA device memory, so
+// ATen's CUDA kernels (cuBLAS, cuDNN, SDPA included) run on it directly,
+// through CUDA storages that alias it, on the current musa stream.
+#include <ATen/Context.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <mutex>
+
+#include "cuda_allocator_router.h"
+#include "device.h"
+#include "generator.h"
+#include "kernel_device.h"
+#include "musa_check.h"
+#include "stream.h"
+
+namespace torch_musa {
+namespace {
+
+void noop_delete(void*) {}
+
+c10::DeviceIndex cuda_ordinal(c10::DeviceIndex musa_index) {
+  static std::once_flag once;
+  static std::vector<c10::DeviceIndex> map;
+  std::call_once(once, [] {
+    for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
+      int ord = 0;
+      MUSA_CHECK(musaDeviceGetDriverOrdinal(i, &ord));
+      map.push_back(static_cast<c10::DeviceIndex>(ord));
+    }
+  });
+  check_device_index(musa_index);
+  return map[musa_index];
+}
+
+class CudaKernelDevice final : public KernelDevice {
+ public:
+  CudaKernelDevice() { cuda_router::install(); }
+
+  c10::DeviceType type() const override { return c10::DeviceType::CUDA; }
+  c10::DispatchKey dispatch_key() const override { return c10::DispatchKey::CUDA; }
+  c10::Device device_for(c10::DeviceIndex index) const override {
+    return c10::Device(c10::DeviceType::CUDA, cuda_ordinal(index));
+  }
+
+  c10::Storage alias_storage(const c10::Storage& musa) override {
+    auto* impl = musa.unsafeGetStorageImpl();
+    return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+        c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
+        c10::DataPtr(impl->data_ptr().get(), nullptr, &noop_delete, device_for(impl->device().index())),
+        cuda_router::alias_allocator(), impl->resizable()));
+  }
+
+  bool adopt(c10::DataPtr& ptr, c10::DeviceIndex) override { return cuda_router::adopt(ptr); }
+
+  at::Generator kernel_generator(const at::Generator& musa_gen) override {
+    at::Generator gen = musa_gen;
+    auto* g = gen.get<MusaGeneratorImpl>();
+    uint64_t seed, offset;
+    {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      seed = g->current_seed();
+      offset = g->advance();
+    }
+    auto cuda_gen = at::make_generator<at::CUDAGeneratorImpl>(cuda_ordinal(g->device().index()));
+    cuda_gen.set_current_seed(philox_mix(seed, offset));
+    return cuda_gen;
+  }
+
+  // Current musa device + CUDA device, the musa stream as CUDA's current
+  // stream, and CUDA allocations routed to musa memory.
+  class CudaScope final : public Scope {
+   public:
+    CudaScope(c10::DeviceIndex index, c10::cuda::CUDAStream stream)
+        : device_(index), stream_(stream), prev_(cuda_router::set_delegating(index)) {}
+    ~CudaScope() override { cuda_router::set_delegating(prev_); }
+
+   private:
+    DeviceScope device_;
+    c10::cuda::CUDAStreamGuard stream_;
+    c10::DeviceIndex prev_;
+  };
+
+  std::unique_ptr<Scope> enter(c10::DeviceIndex index) override {
+    auto musa_stream = current_stream(index);
+    void* native = nullptr;
+    MUSA_CHECK(musaStreamGetNativeHandle(native_stream(musa_stream), &native));
+    auto cuda_stream = c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(native), cuda_ordinal(index));
+    return std::make_unique<CudaScope>(index, cuda_stream);
+  }
+
+  void launch(c10::DeviceIndex, const std::function<void()>& fn, const char*) override {
+    fn();  // CUDA kernels enqueue themselves on the current (musa) stream
+  }
+};
+
+struct Registrar {
+  Registrar() {
+    register_cuda_kernel_device([]() -> KernelDevice* { return new CudaKernelDevice(); });
+  }
+} g_registrar;
+
+}  // namespace
+}  // namespace torch_musa

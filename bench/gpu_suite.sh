@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One device call: build torch_musa with the cuda driver, run the test suite
+# on the GPU (TORCH_MUSA_DRIVER=cuda), then the benchmarks. Logs go to $OUT.
+#   bash bench/gpu_suite.sh [build|tests|bench|opinfo|all]...
+set -u
+OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
+steps=${*:-all}
+summary=()
+has() { [[ " $steps " == *" $1 "* || " $steps " == *" all "* ]]; }
+
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+
+if has build; then
+  t0=$SECONDS
+  if TORCH_DEVICE_BACKEND_AUTOLOAD=0 python3 setup.py build_ext --inplace >"$OUT/build.log" 2>&1; then
+    summary+=("build: ok ($((SECONDS - t0)) s)")
+  else
+    grep -E "error|Error" "$OUT/build.log" | head -40
+    echo "BUILD FAILED (see build.log)"; exit 1
+  fi
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+export TORCH_MUSA_DRIVER=cuda
+
+python3 -c "import torch_musa, torch; print('driver', torch.musa.get_driver_name(), torch.musa.get_device_properties(0))" 2>&1 | tail -3
+
+if has tests; then
+  t0=$SECONDS
+  python3 -m pytest tests -q -x -p no:cacheprovider --ignore=tests/test_opinfo_sweep.py --timeout=900 \
+    >"$OUT/tests.log" 2>&1
+  summary+=("tests (cuda driver): $(tail -1 "$OUT/tests.log") ($((SECONDS - t0)) s)")
+fi
+if has opinfo; then
+  t0=$SECONDS
+  python3 -m tests.opinfo_sweep --json "$OUT/opinfo.json" >"$OUT/opinfo.log" 2>&1
+  summary+=("opinfo (cuda driver): $(grep -iE 'pass rate|passed' "$OUT/opinfo.log" | tail -1) ($((SECONDS - t0)) s)")
+fi
+if has bench; then
+  python3 bench/gpu_bench.py 2>&1 | tee "$OUT/bench.log" | tail -8
+fi
+printf '%s\n' "${summary[@]}"
