@@ -4,9 +4,17 @@
 
 Prints a table of native and musa figures and their ratio (musa / native for
 throughput, native / musa for latency, so >= 1.0 means musa is at least as fast).
+
+The native side runs in a child process that never loads torch_musa: once any
+PrivateUse1 backend is registered, torch's autograd engine rejects CUDA
+backward passes in that process (pytorch/pytorch#161129).
 """
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 
 import torch
@@ -119,26 +127,43 @@ def bench_gpt(device, batch=16, seq=512, iters=10):
     return batch * seq / (ms / 1e3)  # tokens/s
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
-    q = args.quick
-    rows = [
+def rows(q):
+    return [
         ("GPT 6x768 bf16 AdamW step", "tokens/s", lambda d: bench_gpt(d, iters=5 if q else 10), True, 0.97),
         ("bf16 matmul 8192^3", "TFLOP/s", lambda d: bench_matmul(d, iters=10 if q else 20), True, 0.98),
         ("200 tiny elementwise ops", "us/op", lambda d: bench_tiny_chain(d), False, 1 / 1.2),
         ("D2D copy 2 GiB", "TB/s", lambda d: bench_copy(d), True, 0.95),
     ]
+
+
+def measure(device, q):
+    out = []
+    for _, _, fn, _, _ in rows(q):
+        out.append(fn(device))
+        (torch.cuda if device == "cuda" else torch.musa).empty_cache()
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--side", choices=["native", "musa", "both"], default="both")
+    args = ap.parse_args()
+    q = args.quick
+    if args.side == "native":
+        print(json.dumps(measure("cuda", q)))
+        return
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    child = subprocess.run([sys.executable, __file__, "--side", "native"] + (["--quick"] if q else []),
+                           env=env, capture_output=True, text=True, check=True)
+    native_vals = json.loads(child.stdout.strip().splitlines()[-1])
+    import torch_musa  # noqa: F401  (explicit, in case autoload is off)
+    musa_vals = measure("musa", q)
     print(f"GPU: {torch.cuda.get_device_name()}  torch {torch.__version__}  musa driver: {torch.musa.get_driver_name()}")
     results = []
-    for name, unit, fn, higher_better, floor in rows:
-        native = fn("cuda")
-        musa = fn("musa")
+    for (name, unit, _, higher_better, floor), native, musa in zip(rows(q), native_vals, musa_vals):
         ratio = musa / native if higher_better else native / musa
         results.append((name, unit, native, musa, ratio, floor))
-        torch.cuda.empty_cache()
-        torch.musa.empty_cache()
     print(f"\n{'benchmark':<28}{'unit':>10}{'native cuda':>14}{'musa':>14}{'ratio':>8}{'goal':>8}")
     for name, unit, native, musa, ratio, floor in results:
         print(f"{name:<28}{unit:>10}{native:>14.4g}{musa:>14.4g}{ratio:>8.3f}{'>=' + format(floor, '.2f'):>8}")

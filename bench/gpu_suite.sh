@@ -28,7 +28,7 @@ fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export TORCH_MUSA_DRIVER=cuda
 
-python3 -c "import torch_musa, torch; print('driver', torch.musa.get_driver_name(), torch.musa.get_device_properties(0))" 2>&1 | tail -3
+python3 -c "import torch; print(\"driver\", torch.musa.get_driver_name(), torch.musa.get_device_properties(0))" >"$OUT/probe.log" 2>&1; tail -2 "$OUT/probe.log"
 
 if has tests; then
   t0=$SECONDS
