@@ -281,7 +281,7 @@ def _translate_map_location(loc: Any) -> Any:
     if loc is None:
         def restore(storage, location):
             if isinstance(location, str) and location.startswith("cuda"):
-                return storage.to(torch.device("musa" + location[4:]))
+                return storage.to(device=torch.device("musa" + location[4:]))
             return None
 
         return restore
@@ -297,7 +297,7 @@ def _translate_map_location(loc: Any) -> Any:
         def call(storage, location):
             res = loc(storage, location)
             if isinstance(res, (str, torch.device)):
-                return storage.to(translate_device(res))
+                return storage.to(device=torch.device(translate_device(res)))
             return res
 
         return call
@@ -314,9 +314,6 @@ def _patch_load(p: _Patches) -> None:
     p.set(torch, "load", load)
 
 
-_BACKEND_WARNED = []
-
-
 def translate_backend(backend: Any) -> Any:
     """Map a torch.distributed backend spec: nccl -> mccl if registered, else gloo."""
     import torch.distributed as dist
@@ -327,8 +324,7 @@ def translate_backend(backend: Any) -> Any:
     target = "mccl" if has_mccl else "gloo"
     if "nccl" not in backend.lower():
         return backend
-    if not has_mccl and not _BACKEND_WARNED:
-        _BACKEND_WARNED.append(True)
+    if not has_mccl:
         warnings.warn(
             "cuda compat: no 'mccl' torch.distributed backend is registered; backend 'nccl' is mapped to "
             "'gloo', which only runs collectives on CPU tensors",
