@@ -285,8 +285,10 @@ def _compare_tensors(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: fl
         finite = torch.isfinite(a) & torch.isfinite(b)
         diff = torch.where(finite, (a - b).abs(), torch.zeros_like(a))
         max_abs = float(diff.max())
+        # Relative error where it means something: elements whose reference
+        # magnitude exceeds atol (smaller ones are judged by atol alone).
         denom = b.abs()
-        rel = torch.where(denom > 0, diff / denom, torch.where(diff > 0, math.inf, 0.0))
+        rel = torch.where(denom > atol, diff / denom.clamp_min(1e-300), torch.zeros_like(diff))
         max_rel = float(rel.max())
     if not bool(bad.any()):
         return _Diff(True, max_abs, max_rel)
@@ -360,6 +362,7 @@ class _BaseTool(TorchDispatchMode):
         self.records: List[Dict[str, Any]] = []
         self._log_file = None
         self._summary_printed = False
+        self._atexit_registered = False
 
     # -- control ------------------------------------------------------------
     def step(self) -> None:
@@ -427,14 +430,27 @@ class _BaseTool(TorchDispatchMode):
                 lines.append("  ".join("-" * w for w in widths))
         return "\n".join(lines)
 
-    def __exit__(self, *exc: Any) -> Any:
-        result = super().__exit__(*exc)
+    def __enter__(self) -> "_BaseTool":
+        if not self._atexit_registered:
+            # Entered without ``with`` (e.g. ``tool.__enter__()`` for a whole
+            # script): the summary still appears when the process ends.
+            import atexit
+
+            atexit.register(self._finish)
+            self._atexit_registered = True
+        return super().__enter__()
+
+    def _finish(self) -> None:
         if not self._summary_printed and self.stats:
             self._summary_printed = True
             self._log(self.summary())
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None
+
+    def __exit__(self, *exc: Any) -> Any:
+        result = super().__exit__(*exc)
+        self._finish()
         return result
 
 
@@ -537,7 +553,7 @@ class CompareWithCPU(_BaseTool):
             worst_abs, worst_rel = max(worst_abs, d.max_abs), max(worst_rel, d.max_rel)
             if not d.ok:
                 failures.append((label, dev, cpu, d))
-        if worst_abs >= st.max_abs or worst_rel >= st.max_rel:
+        if (worst_abs > 0 or worst_rel > 0) and (worst_abs >= st.max_abs or worst_rel >= st.max_rel):
             st.where = name
         st.max_abs, st.max_rel = max(st.max_abs, worst_abs), max(st.max_rel, worst_rel)
         if not failures:
