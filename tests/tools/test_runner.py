@@ -72,3 +72,20 @@ def test_script_exit_code_and_exceptions_propagate(musa, tmp_path):
     (tmp_path / "boom.py").write_text("raise ValueError('boom from script')\n")
     res = run_python(["-m", "torch_musa.run", "boom.py"], cwd=tmp_path)
     assert res.returncode == 1 and "ValueError: boom from script" in res.stderr
+
+
+def test_ddp_corpus_multi_process_under_runner(musa, extensions_dir):
+    import socket
+
+    import torch.distributed as dist
+
+    if "mccl" not in dist.Backend.backend_list:
+        pytest.skip("no 'mccl' torch.distributed backend registered: nccl maps to gloo, which cannot "
+                    "reduce musa tensors (DDP on musa needs the mccl issue)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    res = run_python(["-m", "torch_musa.run", "train_ddp.py", "--spawn", "2", "--steps", "2"], cwd=CORPUS,
+                     MASTER_PORT=port)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert re.search(r"\[train_ddp\] OK device=musa:0 is_cuda=True", res.stdout), res.stdout
