@@ -62,10 +62,15 @@ def same():
 
 
 def run_python(code, env=None, timeout=120):
-    """Runs `code` in a fresh interpreter; returns CompletedProcess (text)."""
+    """Runs `code` in a fresh interpreter; returns CompletedProcess (text).
+
+    The child uses the host driver unless `env` says otherwise, so the host-driver knobs
+    (TORCH_MUSA_HOST_DEVICES / _MEMORY) apply even on a machine where `auto` would pick cuda.
+    """
     full_env = dict(os.environ)
     for k in ("TORCH_MUSA_HOST_DEVICES", "TORCH_MUSA_HOST_MEMORY", "MUSA_VISIBLE_DEVICES", "TORCH_MUSA_DRIVER"):
         full_env.pop(k, None)
+    full_env["TORCH_MUSA_DRIVER"] = "host"
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env, cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=timeout)

@@ -24,8 +24,15 @@ def _probe(run_py, env):
 
 
 def test_default_two_devices(run_py):
-    p = _probe(run_py, {})
+    p = _probe(run_py, {})  # host driver (run_py's default), default device count
     assert p["count"] == 2 and p["driver"] == "host" and p["last_ok"]
+
+
+def test_auto_driver(run_py):
+    p = _probe(run_py, {"TORCH_MUSA_DRIVER": "auto"})
+    assert p["driver"] in ("host", "cuda") and p["last_ok"]
+    if p["driver"] == "host":  # no usable CUDA here: auto falls back to the host driver's defaults
+        assert p["count"] == 2
 
 
 def test_host_devices_3_and_visible_devices_renumber_like_cuda(run_py):

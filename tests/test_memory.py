@@ -108,7 +108,8 @@ def test_mem_get_info_matches_properties():
     assert free0 - free1 >= 32 * MiB
     del x
     torch.musa.empty_cache()
-    assert torch.musa.mem_get_info()[0] == free0
+    # the 32 MiB came back (within what other processes on a real device might change meanwhile)
+    assert abs(torch.musa.mem_get_info()[0] - free0) < 16 * MiB
 
 
 def test_memory_summary_is_text():
