@@ -301,6 +301,15 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     }
   }
   call.check_mixing();
+  if (call.device < 0 && !traits.generator_args.empty()) {
+    // Dispatched here only because a musa generator was passed for non-musa tensors.
+    for (size_t idx : traits.generator_args) {
+      const c10::IValue& v = (*stack)[base + idx];
+      TORCH_CHECK(!v.isGenerator() || v.toGenerator().device().type() != kMusa,
+                  "Expected a 'cpu' device type for generator but found 'musa' (", op.schema().name(),
+                  "): use a generator of the tensors' device, or create the tensors on musa");
+    }
+  }
 
   // Keep the musa arguments alive and known while the stack holds aliases.
   std::vector<c10::IValue> originals(stack->begin() + base, stack->end());
@@ -310,7 +319,10 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   for (size_t idx : traits.generator_args) {
     c10::IValue& v = (*stack)[base + idx];
     at::Generator gen = v.isNone() ? default_generator(call.device) : v.toGenerator();
-    if (gen.device().type() == kMusa) v = kd.kernel_generator(gen);
+    TORCH_CHECK(gen.device().type() == kMusa, "Expected a 'musa' device type for generator but found '",
+                gen.device().type(), "' (", op.schema().name(),
+                "): pass a generator made with torch.Generator(device='musa')");
+    v = kd.kernel_generator(gen);
   }
 
   {
@@ -327,7 +339,10 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
       saved_default = kernel_default.clone();
       kernel_default.set_state(seeded.get_state());
     }
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    // The kernel device's kernels must not be seen by anything above the
+    // backend (autograd, tracer, autocast, Python dispatch modes): the musa
+    // op was already seen there.
+    KernelDeviceCallGuard below_musa;
     kd.launch(
         call.device, [&] { op.redispatchBoxed(c10::DispatchKeySet(kd.dispatch_key()), stack); },
         op.schema().name().c_str());
@@ -345,6 +360,20 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
 
 }  // namespace
 
+KernelDeviceCallGuard::KernelDeviceCallGuard() : guard_(above_backend()) {}
+
+c10::DispatchKeySet KernelDeviceCallGuard::above_backend() {
+  static const c10::DispatchKeySet kAboveBackend =
+    c10::autograd_dispatch_keyset | c10::autocast_dispatch_keyset |
+    c10::DispatchKeySet({c10::DispatchKey::ADInplaceOrView, c10::DispatchKey::Tracer, c10::DispatchKey::Python,
+                         c10::DispatchKey::PythonTLSSnapshot, c10::DispatchKey::PreDispatch,
+                         c10::DispatchKey::PythonDispatcher, c10::DispatchKey::Functionalize,
+                         c10::DispatchKey::FuncTorchDynamicLayerBackMode, c10::DispatchKey::FuncTorchDynamicLayerFrontMode,
+                         c10::DispatchKey::FuncTorchBatched, c10::DispatchKey::FuncTorchVmapMode,
+                         c10::DispatchKey::Batched, c10::DispatchKey::VmapMode, c10::DispatchKey::FuncTorchGradWrapper});
+  return kAboveBackend;
+}
+
 at::Tensor alias_on_kernel_device(const at::Tensor& musa) {
   TORCH_INTERNAL_ASSERT(musa.device().type() == kMusa);
   KernelDevice& kd = kernel_device();
@@ -352,6 +381,29 @@ at::Tensor alias_on_kernel_device(const at::Tensor& musa) {
                                                    c10::DispatchKeySet(kd.dispatch_key()), musa.dtype());
   impl->set_sizes_and_strides(musa.sizes(), musa.strides(), musa.storage_offset());
   return at::Tensor(std::move(impl));
+}
+
+void delegate_structured_ops() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Structured ops give PrivateUse1 a CompositeExplicitAutogradNonFunctional
+    // default (allocate an output, then call the .out variant). Delegating
+    // the functional/in-place variant itself runs the kernel device's own
+    // kernel once: no extra output allocation, no out= resizing, one
+    // TensorIterator instead of two.
+    static auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+                                          __FILE__, __LINE__);
+    auto& dispatcher = c10::Dispatcher::singleton();
+    for (const auto& name : dispatcher.getAllOpNames()) {
+      if (name.name.rfind("aten::", 0) != 0) continue;
+      auto op = dispatcher.findOp(name);
+      if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
+          !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional))
+        continue;
+      std::string qualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+      lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&musa_fallback>());
+    }
+  });
 }
 
 std::unordered_map<std::string, int64_t> copy_path_counts() {
@@ -370,9 +422,10 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromB
 
 // Composite ops that choose kernels by device type send PrivateUse1 to
 // "overrideable" stubs; delegating the composite itself runs the kernel
-// device's full implementation instead.
+// device's full implementation instead. (`convolution` itself stays
+// composite so the JIT tracer records `_convolution` as it does on CUDA.)
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name : {"convolution", "convolution_backward", "_convolution", "_convolution.deprecated"})
+  for (const char* name : {"convolution_backward", "_convolution", "_convolution.deprecated"})
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&musa_fallback>());
 }
 

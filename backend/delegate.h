@@ -4,14 +4,31 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <string>
 #include <unordered_map>
 
 namespace torch_musa {
 
+// Hides kernel-device work from everything above the backend (autograd,
+// tracer, autocast, Python dispatch modes): the musa op was already seen there.
+class KernelDeviceCallGuard {
+ public:
+  KernelDeviceCallGuard();
+
+ private:
+  static c10::DispatchKeySet above_backend();
+  c10::impl::ExcludeDispatchKeyGuard guard_;
+};
+
 // A kernel-device tensor over the same memory, sizes and strides as `musa`.
 at::Tensor alias_on_kernel_device(const at::Tensor& musa);
+
+// Registers the delegation directly for aten ops whose PrivateUse1 default
+// is a composite wrapper (structured ops). Call once, after all aten ops are
+// registered (the extension's module init).
+void delegate_structured_ops();
 
 // Ops that had to copy (outputs that could not be adopted), with counts.
 std::unordered_map<std::string, int64_t> copy_path_counts();

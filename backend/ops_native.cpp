@@ -67,6 +67,7 @@ at::Tensor musa_copy_from(const at::Tensor& self, const at::Tensor& dst, bool no
   at::Tensor d = dst_musa ? alias_on_kernel_device(dst) : dst;
   auto index = dst_musa ? dst.device().index() : self.device().index();
   auto scope = kd.enter(index);
+  KernelDeviceCallGuard below_musa;
   kd.launch(index, [&] { d.copy_(s, non_blocking); }, "aten::copy_");
   return dst;
 }
@@ -76,7 +77,15 @@ at::Tensor musa_copy_from_and_resize(const at::Tensor& self, const at::Tensor& d
   return musa_copy_from(self, dst, false);
 }
 
+// Tensor.record_stream: the block is not reused before `stream`'s queued work is done.
+void musa_record_stream(at::Tensor& self, c10::Stream stream) {
+  TORCH_CHECK(stream.device_type() == kMusa, "record_stream expects a musa stream, got a stream of ",
+              stream.device());
+  allocator::record_stream(self.storage().data_ptr(), stream);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("record_stream", TORCH_FN(musa_record_stream));
   m.impl("empty.memory_format", TORCH_FN(musa_empty));
   m.impl("empty_strided", TORCH_FN(musa_empty_strided));
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));

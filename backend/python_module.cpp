@@ -83,6 +83,7 @@ py::dict device_properties(c10::DeviceIndex device) {
 PYBIND11_MODULE(_C, m) {
   using namespace torch_musa;
   m.doc() = "torch_musa native extension";
+  delegate_structured_ops();
   m.attr("_torch_version_major") = TORCH_VERSION_MAJOR;
   m.attr("_torch_version_minor") = TORCH_VERSION_MINOR;
 
