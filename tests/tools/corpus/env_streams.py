@@ -48,6 +48,7 @@ def main():
     for step in range(args.steps):
         torch.cuda.current_stream().wait_stream(copy_stream)
         batch = next_batch
+        batch.record_stream(torch.cuda.current_stream())
         if step + 1 < args.steps:
             with torch.cuda.stream(copy_stream):
                 next_batch = host_batches[step + 1].to("cuda", non_blocking=True)
