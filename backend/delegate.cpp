@@ -10,6 +10,7 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <c10/util/SmallVector.h>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -38,11 +39,17 @@ struct OpTraits {
 
 const OpTraits& traits_of(const c10::OperatorHandle& op) {
   static std::mutex mu;
-  static std::unordered_map<const c10::FunctionSchema*, OpTraits> cache;
+  static std::unordered_map<const c10::FunctionSchema*, OpTraits> cache;  // entries are never erased
+  thread_local std::unordered_map<const c10::FunctionSchema*, const OpTraits*> local;  // lock-free hits
   const auto& schema = op.schema();
+  auto hit = local.find(&schema);
+  if (hit != local.end()) return *hit->second;
   std::lock_guard<std::mutex> g(mu);
   auto it = cache.find(&schema);
-  if (it != cache.end()) return it->second;
+  if (it != cache.end()) {
+    local.emplace(&schema, &it->second);
+    return it->second;
+  }
   OpTraits t;
   const auto& args = schema.arguments();
   for (size_t i = 0; i < args.size(); ++i) {
@@ -56,7 +63,9 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
   t.allows_cpu_indices = name == "aten::index" || name == "aten::index_put_" || name == "aten::index_put" ||
                          name == "aten::_index_put_impl_" || name == "aten::_unsafe_index" ||
                          name == "aten::_unsafe_index_put";
-  return cache.emplace(&schema, std::move(t)).first->second;
+  const OpTraits& stored = cache.emplace(&schema, std::move(t)).first->second;
+  local.emplace(&schema, &stored);
+  return stored;
 }
 
 [[noreturn]] void device_mismatch(const c10::OperatorHandle& op, const c10::Device& a, const c10::Device& b,
@@ -155,7 +164,7 @@ class Delegation {
 
   // After the kernel: carries what the op did to written arguments (resize_,
   // set_) back to their musa tensors.
-  void sync_written(const OpTraits& traits, const std::vector<c10::IValue>& originals) {
+  void sync_written(const OpTraits& traits, c10::ArrayRef<c10::IValue> originals) {
     for (size_t idx : traits.written_args) {
       const auto& v = originals[idx];
       if (v.isTensor()) sync_tensor(v.toTensor());
@@ -272,11 +281,13 @@ class Delegation {
   const c10::OperatorHandle& op_;
   KernelDevice& kd_;
   c10::Device first_{kMusa, 0};
-  std::vector<std::string> pending_cpu_;
-  std::vector<std::pair<std::string, c10::Device>> pending_other_;
-  std::vector<StorageAlias> storages_;
-  std::vector<std::pair<at::Tensor, at::Tensor>> tensors_;  // alias -> musa
-  std::vector<std::pair<c10::Storage, c10::Storage>> fresh_;  // kernel-device -> musa
+  // Small inline vectors: most ops touch a handful of tensors, and heap
+  // allocations here are a measurable share of a small op's cost.
+  c10::SmallVector<std::string, 1> pending_cpu_;
+  c10::SmallVector<std::pair<std::string, c10::Device>, 1> pending_other_;
+  c10::SmallVector<StorageAlias, 4> storages_;
+  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 4> tensors_;  // alias -> musa
+  c10::SmallVector<std::pair<c10::Storage, c10::Storage>, 2> fresh_;  // kernel-device -> musa
 };
 
 void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
@@ -312,7 +323,7 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   }
 
   // Keep the musa arguments alive and known while the stack holds aliases.
-  std::vector<c10::IValue> originals(stack->begin() + base, stack->end());
+  c10::SmallVector<c10::IValue, 8> originals(stack->begin() + base, stack->end());
   for (size_t i = 0; i < nargs; ++i) (*stack)[base + i] = call.alias_value((*stack)[base + i]);
   if (call.device < 0) call.device = current_device();
 

@@ -7,12 +7,17 @@
 namespace torch_musa {
 
 c10::DeviceIndex device_count() noexcept {
-  int n = 0;
-  if (musaGetDeviceCount(&n) != musaSuccess) {
-    (void)musaGetLastError();
-    return 0;
-  }
-  return static_cast<c10::DeviceIndex>(n);
+  // The set of visible devices is fixed for the life of the process; this
+  // sits on every allocation and op, so ask the runtime once.
+  static const c10::DeviceIndex count = [] {
+    int n = 0;
+    if (musaGetDeviceCount(&n) != musaSuccess) {
+      (void)musaGetLastError();
+      return c10::DeviceIndex(0);
+    }
+    return static_cast<c10::DeviceIndex>(n);
+  }();
+  return count;
 }
 
 void check_device_index(c10::DeviceIndex device) {

@@ -4,6 +4,15 @@
 """
 import sys as _sys
 
+
+def _autoload():
+    """Entry point for torch's device-backend autoloading; importing did the work.
+
+    Defined before anything imports torch: `import torch_musa` first makes
+    torch autoload this (then half-initialized) module and call it.
+    """
+
+
 from . import _version_gate
 
 _version_gate.check()
@@ -72,6 +81,7 @@ from .random import (  # noqa: E402
 )
 from . import amp, ops  # noqa: E402
 from . import _device as _device_module  # noqa: E402
+from .cuda_compat import enable_cuda_compat  # noqa: E402
 from .amp import get_amp_supported_dtype  # noqa: E402
 
 torch._register_device_module("musa", _sys.modules[__name__])
@@ -84,10 +94,6 @@ def _is_in_bad_fork() -> bool:
     return _device_module._in_bad_fork
 
 
-def _autoload():
-    """Entry point for torch's device-backend autoloading; importing did the work."""
-
-
 __all__ = [
     "Event", "Stream", "StreamContext", "OutOfMemoryError", "amp", "current_device", "current_stream",
     "default_stream", "device", "device_count", "device_of", "empty_cache", "get_amp_supported_dtype",
@@ -97,5 +103,5 @@ __all__ = [
     "memory_reserved", "memory_stats", "memory_summary", "reset_accumulated_memory_stats",
     "reset_max_memory_allocated", "reset_peak_memory_stats", "seed", "seed_all", "set_device",
     "set_per_process_memory_fraction", "set_rng_state", "set_rng_state_all", "set_stream", "stream",
-    "synchronize", "get_driver_name",
+    "synchronize", "get_driver_name", "enable_cuda_compat",
 ]

@@ -1,0 +1,114 @@
+"""musa on the host driver vs native CPU torch, side by side in one run.
+
+    python bench/host_bench.py [--quick]
+
+The host driver runs ATen's CPU kernels on musa memory, so the native CPU is
+the reference: ratios show what the musa layer costs (>= 1.0 means musa is at
+least as fast; latency rows report native/musa, throughput rows musa/native).
+"""
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+
+
+def sync(device):
+    if device == "musa":
+        torch.musa.synchronize()
+
+
+def median_time(fn, device, iters, warmup=3):
+    for _ in range(warmup):
+        fn()
+    sync(device)
+    samples = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        sync(device)
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def small_ops(device, n_ops=200, iters=30):
+    x = torch.randn(256, device=device)
+
+    def chain():
+        y = x
+        for _ in range(n_ops // 4):
+            y = y * 1.0001
+            y = y + 0.0001
+            y = torch.relu(y)
+            y = y.sub(0.00001)
+        return y
+    return median_time(chain, device, iters) / n_ops * 1e6  # us/op
+
+
+def matmul(device, n=1024, iters=10):
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    return 2 * n**3 / median_time(lambda: a @ b, device, iters) / 1e9  # GFLOP/s
+
+
+def conv(device, iters=5):
+    x = torch.randn(8, 64, 56, 56, device=device)
+    c = nn.Conv2d(64, 64, 3, padding=1).to(device)
+    with torch.no_grad():
+        t = median_time(lambda: c(x), device, iters)
+    return 2 * 8 * 64 * 64 * 9 * 56 * 56 / t / 1e9  # GFLOP/s
+
+
+class SmallCNN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2))
+        self.head = nn.Linear(64 * 8 * 8, 10)
+
+    def forward(self, x):
+        return self.head(self.features(x).flatten(1))
+
+
+def cnn_step(device, iters=10):
+    torch.manual_seed(0)
+    model = SmallCNN().to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = torch.randn(64, 3, 32, 32, device=device), torch.randint(0, 10, (64,), device=device)
+
+    def step():
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return 64 / median_time(step, device, iters)  # images/s
+
+
+ROWS = [  # name, unit, fn, higher is better, goal (ratio floor)
+    ("small elementwise ops", "us/op", small_ops, False, 1 / 1.5),
+    ("matmul 1024^2 fp32", "GFLOP/s", matmul, True, 0.95),
+    ("conv 3x3 64ch 56x56 b8", "GFLOP/s", conv, True, 0.95),
+    ("CNN training step b64", "img/s", cnn_step, True, 0.9),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3, help="alternating cpu/musa rounds; best of each is kept")
+    args = ap.parse_args()
+    print(f"torch {torch.__version__}, musa driver {torch.musa.get_driver_name()}, {torch.get_num_threads()} threads")
+    print(f"\n{'benchmark':<26}{'unit':>9}{'native cpu':>12}{'musa':>12}{'ratio':>8}{'goal':>8}")
+    for name, unit, fn, higher, goal in ROWS:
+        cpu_vals, musa_vals = [], []
+        for _ in range(args.rounds):  # interleave so machine noise hits both sides
+            cpu_vals.append(fn("cpu"))
+            musa_vals.append(fn("musa"))
+        pick = max if higher else min
+        native, musa = pick(cpu_vals), pick(musa_vals)
+        ratio = musa / native if higher else native / musa
+        print(f"{name:<26}{unit:>9}{native:>12.4g}{musa:>12.4g}{ratio:>8.3f}{'>=' + format(goal, '.2f'):>8}")
+
+
+if __name__ == "__main__":
+    main()
