@@ -1,13 +1,17 @@
 // The musa caching device allocator (c10::DeviceAllocator): per-device
-// small/large pools of blocks carved from runtime segments, per-stream reuse,
-// record_stream safety, stats shaped like torch.cuda's, and OOM errors that
-// name the figures a user needs.
+// small/large pools of blocks carved from segments, per-stream reuse,
+// record_stream safety, PYTORCH_MUSA_ALLOC_CONF (allocator_config.h),
+// expandable segments over the runtime's VMM calls (expandable_segment.h),
+// private pools (MemPool), allocation history and snapshots shaped like
+// torch.cuda's, and OOM errors that name the figures a user needs.
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Stream.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace torch_musa::allocator {
 
@@ -23,9 +27,67 @@ void reset_accumulated_stats(c10::DeviceIndex device);
 void empty_cache();
 // Caps this process's reserved memory on `device` at fraction * capacity.
 void set_memory_fraction(double fraction, c10::DeviceIndex device);
+double get_memory_fraction(c10::DeviceIndex device);
 
 // Allocates from the pool of the current device and stream; frees with raw_delete.
 void* raw_alloc(size_t nbytes);
+void* raw_alloc_with_stream(size_t nbytes, void* stream);
 void raw_delete(void* ptr);
+
+// Counters torch.cuda reports that c10's DeviceStats may not carry on every
+// supported torch version.
+struct ExtraStats {
+  int64_t num_oom_rejections = 0;
+  std::vector<std::pair<c10::MempoolId_t, c10::CachingAllocator::StatArray>> reserved_by_private_pools;
+};
+ExtraStats extra_stats(c10::DeviceIndex device);
+
+// ---- private pools (torch.musa.MemPool) ----
+c10::MempoolId_t create_pool(c10::DeviceIndex device);  // use_count 1
+void begin_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t id);  // current thread
+void end_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t id);
+void release_pool(c10::DeviceIndex device, c10::MempoolId_t id);  // use_count - 1
+void retain_pool(c10::DeviceIndex device, c10::MempoolId_t id);   // use_count + 1
+int pool_use_count(c10::DeviceIndex device, c10::MempoolId_t id);
+
+// ---- history and snapshots (the structure torch.cuda.memory._snapshot has) ----
+enum class TraceAction { ALLOC, FREE_REQUESTED, FREE_COMPLETED, SEGMENT_ALLOC, SEGMENT_FREE, SEGMENT_MAP,
+                         SEGMENT_UNMAP, SNAPSHOT, OOM };
+const char* trace_action_name(TraceAction a);
+
+struct BlockSnapshot {
+  size_t address = 0, size = 0, requested_size = 0;
+  const char* state = "inactive";  // active_allocated | active_pending_free | inactive
+  std::shared_ptr<c10::GatheredContext> context;
+};
+struct SegmentSnapshot {
+  c10::DeviceIndex device = 0;
+  size_t address = 0, total_size = 0, allocated_size = 0, active_size = 0, requested_size = 0;
+  void* stream = nullptr;
+  bool is_large = false, is_expandable = false;
+  c10::MempoolId_t pool_id{0, 0};
+  std::vector<BlockSnapshot> blocks;
+};
+struct TraceSnapshot {
+  TraceAction action;
+  c10::DeviceIndex device;
+  size_t addr, size;
+  void* stream;
+  c10::MempoolId_t pool_id;
+  int64_t time_us;
+  std::shared_ptr<c10::GatheredContext> context;
+};
+struct Snapshot {
+  std::vector<SegmentSnapshot> segments;
+  std::vector<std::vector<TraceSnapshot>> device_traces;
+};
+// Segments of every device (only `pool` when given), and the recorded traces.
+Snapshot snapshot(const c10::MempoolId_t* pool, bool include_traces);
+
+// Gathers the calling context (Python/C++ stack); set by the Python bindings.
+using ContextFn = std::shared_ptr<c10::GatheredContext> (*)(bool cpp);
+// enabled: 0 off, 1 state, 2 all (history); context: 0 none, 1 state, 2 alloc, 3 all.
+void record_history(int enabled, int context, bool cpp_stacks, size_t max_entries, bool clear, ContextFn fn);
+
 
 }  // namespace torch_musa::allocator

@@ -16,6 +16,10 @@
 
 namespace py = pybind11;
 
+namespace torch_musa::allocator {
+void bind_python(py::module& m);  // allocator_python.cpp: snapshots, history, pools, settings
+}
+
 namespace torch_musa {
 namespace {
 
@@ -130,6 +134,7 @@ PYBIND11_MODULE(_C, m) {
     return py::make_tuple(free, total);
   });
   m.def("_set_memory_fraction", [](double f, int d) { allocator::set_memory_fraction(f, static_cast<c10::DeviceIndex>(d)); });
+  allocator::bind_python(m);
 
   m.def("_default_generator", [](int d) {
     return py::reinterpret_steal<py::object>(

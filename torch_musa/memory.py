@@ -1,6 +1,16 @@
-"""Memory statistics and control for the musa caching allocator, like torch.cuda.memory."""
+"""Memory statistics and control for the musa caching allocator, like torch.cuda.memory.
+
+Settings come from ``PYTORCH_MUSA_ALLOC_CONF`` (same format and keys as ``PYTORCH_CUDA_ALLOC_CONF``:
+``expandable_segments``, ``max_split_size_mb``, ``garbage_collection_threshold``,
+``roundup_power2_divisions``) and can be changed at run time with :func:`_set_allocator_settings`.
+Snapshots (:func:`_snapshot`, :func:`_dump_snapshot`) have torch.cuda's structure, so
+``torch.cuda._memory_viz`` and https://pytorch.org/memory_viz render them.
+"""
 import collections
-from typing import Any, Dict
+import contextlib
+import pickle
+import sys
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 
@@ -9,24 +19,49 @@ from ._device import _check_index, _index, _lazy_init
 
 OutOfMemoryError = torch.OutOfMemoryError
 
+__all__ = [
+    "MemPool", "OutOfMemoryError", "caching_allocator_alloc", "caching_allocator_delete", "empty_cache",
+    "get_allocator_backend", "get_per_process_memory_fraction", "max_memory_allocated", "max_memory_cached",
+    "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_cached", "memory_reserved",
+    "memory_snapshot", "memory_stats", "memory_stats_as_nested_dict", "memory_summary",
+    "reset_accumulated_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached",
+    "reset_peak_memory_stats", "set_per_process_memory_fraction", "use_mem_pool",
+]
+
 
 def _device(device) -> int:
     _lazy_init()
     return _check_index(_index(device))
 
 
+# torch.cuda.memory_stats() on torch versions that predate a counter does not report it.
+_CUDA_DOC = torch.cuda.memory.memory_stats.__doc__ or ""
+_DROP_KEYS = {k for k in ("num_oom_rejections",) if k not in _CUDA_DOC}
+
+
+def memory_stats_as_nested_dict(device=None) -> Dict[str, Any]:
+    """The statistics as torch.cuda.memory_stats_as_nested_dict() nests them."""
+    stats = _C._memory_stats_nested(_device(device))
+    for k in _DROP_KEYS:
+        stats.pop(k, None)
+    return stats
+
+
 def memory_stats(device=None) -> Dict[str, Any]:
     """Allocator statistics with the same keys as torch.cuda.memory_stats()."""
     result = []
 
+    def key_str(k):
+        return "_".join(str(p) for p in k) if isinstance(k, tuple) else str(k)
+
     def flatten(prefix, obj):
         if isinstance(obj, dict):
             for k, v in obj.items():
-                flatten(f"{prefix}.{k}" if prefix else k, v)
+                flatten(f"{prefix}.{key_str(k)}" if prefix else key_str(k), v)
         else:
             result.append((prefix, obj))
 
-    flatten("", _C._memory_stats(_device(device)))
+    flatten("", memory_stats_as_nested_dict(device))
     result.sort()
     return collections.OrderedDict(result)
 
@@ -47,6 +82,16 @@ def max_memory_reserved(device=None) -> int:
     return memory_stats(device).get("reserved_bytes.all.peak", 0)
 
 
+def memory_cached(device=None) -> int:
+    """Deprecated alias of memory_reserved (as in torch.cuda)."""
+    return memory_reserved(device)
+
+
+def max_memory_cached(device=None) -> int:
+    """Deprecated alias of max_memory_reserved (as in torch.cuda)."""
+    return max_memory_reserved(device)
+
+
 def reset_peak_memory_stats(device=None) -> None:
     _C._reset_peak_stats(_device(device))
 
@@ -55,12 +100,16 @@ def reset_max_memory_allocated(device=None) -> None:
     reset_peak_memory_stats(device)
 
 
+def reset_max_memory_cached(device=None) -> None:
+    reset_peak_memory_stats(device)
+
+
 def reset_accumulated_memory_stats(device=None) -> None:
     _C._reset_accumulated_stats(_device(device))
 
 
 def empty_cache() -> None:
-    """Returns cached, unused blocks to the device."""
+    """Returns cached, unused blocks to the device (expandable segments: unmaps their free pages)."""
     if _C._device_count() > 0:
         _C._empty_cache()
 
@@ -76,27 +125,194 @@ def set_per_process_memory_fraction(fraction: float, device=None) -> None:
     _C._set_memory_fraction(fraction, _device(device))
 
 
-def _fmt(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return str(n)
+def get_per_process_memory_fraction(device=None) -> float:
+    return _C._get_memory_fraction(_device(device))
 
+
+def caching_allocator_alloc(size: int, device=None, stream=None) -> int:
+    """Allocates ``size`` bytes from the caching allocator; returns the address (free with caching_allocator_delete)."""
+    dev = _device(device)
+    from .streams import stream as _stream_ctx
+    from ._device import device as _device_ctx
+
+    with _device_ctx(dev), (_stream_ctx(stream) if stream is not None else contextlib.nullcontext()):
+        return _C._raw_alloc(int(size))
+
+
+def caching_allocator_delete(mem_ptr: int) -> None:
+    _C._raw_delete(int(mem_ptr))
+
+
+def get_allocator_backend() -> str:
+    return "native"
+
+
+def _set_allocator_settings(env: str) -> None:
+    """Applies PYTORCH_MUSA_ALLOC_CONF-style settings at run time (keys not named keep their value).
+
+    ``expandable_segments`` applies to segments created afterwards; ``max_split_size_mb``,
+    ``garbage_collection_threshold`` and ``roundup_power2_divisions`` to the next allocation.
+    """
+    _C._set_allocator_settings(env)
+
+
+def _get_allocator_settings() -> Dict[str, Any]:
+    return _C._allocator_settings()
+
+
+# ---- snapshots and history ----
+
+def memory_snapshot(mempool_id: Optional[Tuple[int, int]] = None, include_traces: bool = True):
+    """The segments of every device (torch.cuda.memory_snapshot's structure)."""
+    _lazy_init()
+    return _C._memory_snapshot(tuple(mempool_id) if mempool_id is not None else None, include_traces)["segments"]
+
+
+def _snapshot(device=None, augment_with_fx_traces: bool = False):
+    """{'segments': [...], 'device_traces': [[...] per device], ...} as torch.cuda.memory._snapshot()."""
+    _lazy_init()
+    s = _C._memory_snapshot(None, True)
+    if augment_with_fx_traces:
+        s = torch.cuda.memory._augment_memory_snapshot_stack_traces(s)
+    return s
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle", augment_with_fx_traces: bool = False) -> None:
+    """Pickles _snapshot() to ``filename`` (open it at https://pytorch.org/memory_viz)."""
+    s = _snapshot(augment_with_fx_traces=augment_with_fx_traces)
+    with open(filename, "wb") as f:
+        pickle.dump(s, f)
+
+
+def _record_memory_history(enabled="all", context="all", stacks: str = "all", max_entries: int = sys.maxsize,
+                           device=None, clear_history: bool = False, compile_context: bool = False,
+                           global_record_annotations: bool = False, skip_actions=None, **legacy) -> None:
+    """Records stacks of live allocations and a history of alloc/free events (torch.cuda's arguments).
+
+    enabled: None (off), "state" (stacks of live blocks) or "all" (also the event history);
+    context: None, "state", "alloc" or "all"; stacks: "python" or "all" (adds C++ frames).
+    """
+    if isinstance(enabled, bool):  # the legacy signature: enabled, record_context, trace_alloc_max_entries, ...
+        record_context = legacy.get("record_context", context if isinstance(context, bool) else True)
+        n = legacy.get("trace_alloc_max_entries", 1)
+        enabled = ("all" if n > 1 else "state") if enabled else None
+        context = "all" if (enabled and record_context) else None
+        stacks = "all" if legacy.get("record_context_cpp", False) else "python"
+        max_entries = n
+    _lazy_init()
+    _C._record_memory_history(enabled, context, stacks, int(min(max_entries, 2**62)), bool(clear_history))
+
+
+def _save_segment_usage(filename: str = "output.svg", snapshot=None) -> None:
+    from torch.cuda import _memory_viz
+
+    with open(filename, "w") as f:
+        f.write(_memory_viz.segments(snapshot if snapshot is not None else _snapshot()))
+
+
+def _save_memory_usage(filename: str = "output.svg", snapshot=None) -> None:
+    from torch.cuda import _memory_viz
+
+    with open(filename, "w") as f:
+        f.write(_memory_viz.memory(snapshot if snapshot is not None else _snapshot()))
+
+
+# ---- private pools ----
+
+class MemPool:
+    """A private pool of the musa caching allocator (torch.cuda.MemPool's interface).
+
+    Allocations made inside ``use_mem_pool(pool)`` come from, and return to, this pool's segments only.
+    """
+
+    def __init__(self, allocator=None, use_on_oom: bool = False, no_split: bool = False):
+        if allocator is not None:
+            raise NotImplementedError("musa MemPool does not take a custom allocator")
+        self._device = _device(None)
+        self._id = tuple(_C._mempool_create(self._device))
+
+    @property
+    def id(self) -> Tuple[int, int]:
+        return self._id
+
+    @property
+    def device(self) -> int:
+        return self._device
+
+    def use_count(self) -> int:
+        return _C._mempool_use_count(self._device, self._id)
+
+    def snapshot(self, include_traces: bool = True):
+        return memory_snapshot(self._id, include_traces=include_traces)
+
+    def __del__(self):
+        try:
+            _C._mempool_release(self._device, self._id)
+        except Exception:  # interpreter shutdown
+            pass
+
+
+@contextlib.contextmanager
+def use_mem_pool(pool: MemPool, device=None):
+    """Routes this thread's allocations on ``device`` (default: the pool's) to ``pool``."""
+    dev = pool.device if device is None else _device(device)
+    if dev != pool.device:
+        raise ValueError(f"MemPool {pool.id} belongs to musa:{pool.device}, not musa:{dev}")
+    _C._mempool_begin(dev, pool.id)
+    try:
+        yield
+    finally:
+        _C._mempool_end(dev, pool.id)
+        _C._mempool_release(dev, pool.id)
+
+
+# ---- summary ----
 
 def memory_summary(device=None, abbreviated: bool = False) -> str:
-    """A human-readable table of the allocator statistics."""
+    """A human-readable table of the allocator statistics (torch.cuda.memory_summary's layout)."""
+    device = _device(device)
     stats = memory_stats(device)
-    rows = [("Allocated memory", "allocated_bytes", True), ("Active memory", "active_bytes", True),
-            ("Requested memory", "requested_bytes", True), ("Reserved memory", "reserved_bytes", True),
-            ("Non-releasable memory", "inactive_split_bytes", True), ("Allocations", "allocation", False),
-            ("Active allocs", "active", False), ("Reserved segments", "segment", False)]
-    lines = [f"musa memory summary, device {_device(device)}",
-             f"{'Metric':<24}{'Cur Usage':>14}{'Peak Usage':>14}{'Tot Alloc':>14}{'Tot Freed':>14}"]
-    for title, key, is_bytes in rows:
-        f = _fmt if is_bytes else str
-        vals = [stats.get(f"{key}.all.{k}", 0) for k in ("current", "peak", "allocated", "freed")]
-        lines.append(f"{title:<24}" + "".join(f"{f(v):>14}" for v in vals))
-    lines.append(f"device allocs: {stats.get('num_device_alloc', 0)}, device frees: {stats.get('num_device_free', 0)}, "
-                 f"alloc retries: {stats.get('num_alloc_retries', 0)}, OOMs: {stats.get('num_ooms', 0)}")
-    return "\n".join(lines)
+
+    def fmt_size(sz, pref):
+        prefixes = ["B  ", "KiB", "MiB", "GiB", "TiB", "PiB"]
+        prefix = prefixes[0]
+        for p in prefixes[1:]:
+            if pref < 768 * 1024:
+                break
+            prefix, sz, pref = p, sz // 1024, pref / 1024
+        return f"{sz:6d} {prefix}"
+
+    def fmt_count(cnt, pref):
+        prefixes = [" ", "K", "M"]
+        prefix = prefixes[0]
+        for p in prefixes[1:]:
+            if pref < 750 * 1000:
+                break
+            prefix, cnt, pref = p, cnt // 1000, pref / 1000
+        return f"{cnt:7d} {prefix} "
+
+    metrics = [
+        ("allocated_bytes", "Allocated memory", fmt_size), ("active_bytes", "Active memory", fmt_size),
+        ("requested_bytes", "Requested memory", fmt_size), ("reserved_bytes", "MUSA reserved memory", fmt_size),
+        ("inactive_split_bytes", "Non-releasable memory", fmt_size), ("allocation", "Allocations", fmt_count),
+        ("active", "Active allocs", fmt_count), ("segment", "MUSA reserved segments", fmt_count),
+        ("inactive_split", "Non-releasable allocs", fmt_count),
+    ]
+    lines = ["=" * 75, f" {'':16} PyTorch MUSA memory summary, device ID {device:<17d} ", "-" * 75,
+             f"  {'':9} MUSA OOMs: {stats['num_ooms']:<12d} | {'':6} musaMalloc retries: {stats['num_alloc_retries']:<8d}  ",
+             "=" * 75, "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  "]
+    for key, name, f in metrics:
+        lines.append("-" * 75)
+        subs = [("all", name)] + ([] if abbreviated else [("large_pool", "      from large pool"),
+                                                          ("small_pool", "      from small pool")])
+        pref = None
+        for sub, subname in subs:
+            vals = [stats[f"{key}.{sub}.{m}"] for m in ("current", "peak", "allocated", "freed")]
+            pref = pref or vals
+            lines.append(f" {subname:<21} | " + " | ".join(f(v, p) for v, p in zip(vals, pref)) + " ")
+    for key, name in (("oversize_allocations", "Oversize allocations"), ("oversize_segments", "Oversize MUSA segments")):
+        lines.append("-" * 75)
+        vals = [stats[f"{key}.{m}"] for m in ("current", "peak", "allocated", "freed")]
+        lines.append(f" {name:<21} | " + " | ".join(fmt_count(v, v) for v in vals) + " ")
+    lines.append("=" * 75)
+    return "|" + "|\n|".join(lines) + "|\n"

@@ -1,0 +1,45 @@
+// PYTORCH_MUSA_ALLOC_CONF: the musa caching allocator's settings, in the
+// format of PYTORCH_CUDA_ALLOC_CONF ("key:value,key:value").
+//
+//   expandable_segments:True|False     map device pages on demand into one
+//                                      virtual range per stream and pool
+//   max_split_size_mb:<MiB>            blocks larger than this are never split
+//   garbage_collection_threshold:<f>   0 < f < 1: above this fraction of the
+//                                      allowed memory, free old cached blocks
+//   roundup_power2_divisions:<n>|[<MiB>:<n>,...,>:<n>]
+//                                      round sizes up to 1/n steps between
+//                                      powers of two
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string>
+
+namespace torch_musa::allocator {
+
+constexpr size_t kRoundUpPowerOfTwoIntervals = 16;  // buckets 1 MiB, 2 MiB, ... 32 GiB+
+
+struct AllocatorConfig {
+  bool expandable_segments = false;
+  size_t max_split_size = static_cast<size_t>(-1);  // no limit
+  double garbage_collection_threshold = 0.0;        // 0: off
+  std::array<size_t, kRoundUpPowerOfTwoIntervals> roundup_power2_divisions{};  // 0: off
+  std::string source;  // the string this was parsed from
+
+  // Divisions for a (rounded-to-512) size; 0 or 1 means plain 512-byte rounding.
+  size_t divisions_for(size_t size) const;
+};
+
+// Parses a PYTORCH_MUSA_ALLOC_CONF string. Throws c10::Error naming the
+// accepted keys on an unknown key or a bad value.
+AllocatorConfig parse_allocator_config(const std::string& conf);
+
+// The settings in force (PYTORCH_MUSA_ALLOC_CONF on first use).
+const AllocatorConfig& allocator_config();
+// Applies `conf` on top of the current settings (keys not named keep their
+// value), like torch.cuda.memory._set_allocator_settings.
+void set_allocator_settings(const std::string& conf);
+// The accepted keys, comma-separated (for error messages and docs).
+const char* accepted_allocator_keys();
+
+}  // namespace torch_musa::allocator
