@@ -126,6 +126,8 @@ class Delegation {
     auto impl = c10::make_intrusive<c10::TensorImpl>(alias_storage(t.storage()),
                                                      c10::DispatchKeySet(kd_.dispatch_key()), t.dtype());
     impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+    impl->_set_conj(t.is_conj());
+    impl->_set_neg(t.is_neg());
     at::Tensor a(std::move(impl));
     tensors_.emplace_back(a, t);
     return a;
@@ -391,6 +393,8 @@ at::Tensor alias_on_kernel_device(const at::Tensor& musa) {
   auto impl = c10::make_intrusive<c10::TensorImpl>(kd.alias_storage(musa.storage()),
                                                    c10::DispatchKeySet(kd.dispatch_key()), musa.dtype());
   impl->set_sizes_and_strides(musa.sizes(), musa.strides(), musa.storage_offset());
+  impl->_set_conj(musa.is_conj());
+  impl->_set_neg(musa.is_neg());
   return at::Tensor(std::move(impl));
 }
 
@@ -408,9 +412,15 @@ void delegate_structured_ops() {
     for (const auto& name : dispatcher.getAllOpNames()) {
       if (name.name.rfind("aten::", 0) != 0) continue;
       auto op = dispatcher.findOp(name);
-      if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
-          !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional))
-        continue;
+      if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+      // Also ops with both a device kernel and a CompositeExplicitAutograd
+      // one: PrivateUse1 would get the composite (e.g. layer norm built from
+      // batch norm), a different algorithm from the kernel device's.
+      bool structured = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+      bool device_specific = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
+                             (op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+                              op->hasKernelForDispatchKey(c10::DispatchKey::CUDA));
+      if (!structured && !device_specific) continue;
       std::string qualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
       lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&musa_fallback>());
     }
