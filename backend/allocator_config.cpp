@@ -175,4 +175,11 @@ void set_allocator_settings(const std::string& conf) {
   g_config.store(new AllocatorConfig(next), std::memory_order_release);
 }
 
+void replace_allocator_settings(const std::string& conf) {
+  AllocatorConfig next = parse_allocator_config(conf);
+  (void)allocator_config();
+  std::lock_guard<std::mutex> g(g_mu);
+  g_config.store(new AllocatorConfig(next), std::memory_order_release);
+}
+
 }  // namespace torch_musa::allocator

@@ -39,6 +39,8 @@ const AllocatorConfig& allocator_config();
 // Applies `conf` on top of the current settings (keys not named keep their
 // value), like torch.cuda.memory._set_allocator_settings.
 void set_allocator_settings(const std::string& conf);
+// Replaces all settings with those of `conf` (unnamed keys take defaults).
+void replace_allocator_settings(const std::string& conf);
 // The accepted keys, comma-separated (for error messages and docs).
 const char* accepted_allocator_keys();
 

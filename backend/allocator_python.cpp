@@ -213,6 +213,7 @@ void bind_python(py::module& m) {
           record_history(e, c, stacks == "all", max_entries, clear, &gather_python);
         });
   m.def("_set_allocator_settings", [](const std::string& s) { set_allocator_settings(s); });
+  m.def("_replace_allocator_settings", [](const std::string& s) { replace_allocator_settings(s); });
   m.def("_allocator_settings", [] { return settings_dict(); });
   m.def("_get_memory_fraction", [](int d) { return get_memory_fraction(dev(d)); });
   m.def("_mempool_create", [](int d) {

@@ -498,7 +498,7 @@ class DeviceCachingAllocator {
     BlockPool& pool = *b->pool;
     Block* mid = b;
     if (start > off) mid = split_at(b, start - off), insert_free(b);
-    if (off + mid->size > end) insert_free(split_at(mid, end - start));
+    if (start + mid->size > end) insert_free(split_at(mid, end - start));
     size_t before = seg->mapped_bytes();
     size_t n = seg->unmap(start, end - start);
     stats_.num_device_free += static_cast<int64_t>(n);
@@ -577,8 +577,10 @@ class DeviceCachingAllocator {
 
   Block* maybe_split(Block* block, size_t size, const AllocatorConfig& cfg) {
     size_t remaining = block->size - size;
-    bool split = block->pool->is_small ? remaining >= kMinBlockSize
-                                       : remaining > kSmallSize && (block->expandable || block->size < cfg.max_split_size);
+    // Expandable remainders are kept however small: they join the next growth of the segment.
+    bool split = block->pool->is_small || block->expandable
+                     ? remaining >= kMinBlockSize
+                     : remaining > kSmallSize && block->size < cfg.max_split_size;
     if (!split) return block;
     insert_free(split_at(block, size));
     return block;
