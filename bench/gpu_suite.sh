@@ -38,8 +38,8 @@ if has tests; then
 fi
 if has opinfo; then
   t0=$SECONDS
-  python3 -m tests.opinfo_sweep --json "$OUT/opinfo.json" >"$OUT/opinfo.log" 2>&1
-  summary+=("opinfo (cuda driver): $(grep -iE 'pass rate|passed' "$OUT/opinfo.log" | tail -1) ($((SECONDS - t0)) s)")
+  timeout ${OPINFO_TIMEOUT:-400} python3 -m tests.opinfo_sweep --json "$OUT/opinfo.json" >"$OUT/opinfo.log" 2>&1
+  summary+=("opinfo (cuda driver): $(grep -iE 'pass rate|pass ' "$OUT/opinfo.log" | tail -2 | tr '\n' ' ') ($((SECONDS - t0)) s)")
 fi
 if has bench; then
   python3 bench/gpu_bench.py 2>&1 | tee "$OUT/bench.log" | tail -8
