@@ -529,12 +529,29 @@ class DeviceCachingAllocator {
     ExpandableSegment* seg = segment_for(pool, stream);
     size_t page = seg->page_size();
     auto pick = [&](Block** head, size_t* map_len) -> Block* {
-      Block key(device_, stream, size, &pool, nullptr);
-      auto it = pool.unmapped.lower_bound(&key);
-      if (it == pool.unmapped.end() || (*it)->stream != stream) return nullptr;
-      Block* u = *it;
-      Block* p = u->prev;
-      *head = (p && p->mapped && p->is_free() && p->expandable == seg) ? p : nullptr;
+      // Prefer growing the largest cached block that an unmapped range follows
+      // (fewest new pages); else the best-fitting unmapped range.
+      Block* u = nullptr;
+      *head = nullptr;
+      Block hi(device_, stream, static_cast<size_t>(-1), &pool, nullptr);
+      for (auto it = pool.blocks.lower_bound(&hi); it != pool.blocks.begin();) {
+        Block* b = *--it;
+        if (b->stream != stream) break;
+        Block* n = b->next;
+        if (b->expandable == seg && n && !n->mapped && n->is_free() && b->size + n->size >= size) {
+          *head = b;
+          u = n;
+          break;
+        }
+      }
+      if (!u) {
+        Block key(device_, stream, size, &pool, nullptr);
+        auto it = pool.unmapped.lower_bound(&key);
+        if (it == pool.unmapped.end() || (*it)->stream != stream) return nullptr;
+        u = *it;
+        Block* p = u->prev;
+        *head = (p && p->mapped && p->is_free() && p->expandable == seg) ? p : nullptr;
+      }
       size_t need = size - (*head ? std::min(size, (*head)->size) : 0);
       *map_len = (need + page - 1) / page * page;
       return u;

@@ -131,6 +131,9 @@ def get_per_process_memory_fraction(device=None) -> float:
 
 def caching_allocator_alloc(size: int, device=None, stream=None) -> int:
     """Allocates ``size`` bytes from the caching allocator; returns the address (free with caching_allocator_delete)."""
+    if device is None and stream is None:
+        _lazy_init()
+        return _C._raw_alloc(int(size))
     dev = _device(device)
     from .streams import stream as _stream_ctx
     from ._device import device as _device_ctx
