@@ -42,11 +42,10 @@ class Router final : public CUDAAllocator {
 
   c10::DataPtr allocate(size_t n) override {
     if (t_delegating < 0) return native_->allocate(n);
-    int cuda_device = 0;
-    C10_CUDA_CHECK(cudaGetDevice(&cuda_device));
     c10::DataPtr musa = allocator::get()->allocate(n);
     void* p = musa.get();
-    c10::Device dev(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(cuda_device));
+    // The musa device of the running op is the current CUDA device.
+    c10::Device dev(c10::DeviceType::CUDA, c10::cuda::current_device());
     if (!p) return c10::DataPtr(nullptr, nullptr, &route_delete, dev);
     {
       std::lock_guard<std::mutex> g(g_mu);

@@ -1,6 +1,7 @@
 #include "device.h"
 
 #include <cstring>
+#include <string>
 
 #include "musa_check.h"
 
@@ -24,10 +25,14 @@ void check_device_index(c10::DeviceIndex device) {
   auto n = device_count();
   TORCH_CHECK(n > 0, "no musa device is available: ", musaGetLastErrorMessage(),
               " (check TORCH_MUSA_DRIVER and MUSA_VISIBLE_DEVICES)");
-  TORCH_CHECK(device >= 0 && device < n, "invalid musa device index ", static_cast<int>(device),
-              ": there ", n == 1 ? "is 1 musa device" : "are " + std::to_string(n) + " musa devices",
-              ", valid indices are 0..", n - 1,
-              " (set MUSA_VISIBLE_DEVICES or TORCH_MUSA_HOST_DEVICES to change how many)");
+  if (C10_LIKELY(device >= 0 && device < n)) return;
+  // Built with to_string: formatting small integers through the stream
+  // operators crashed here with one GCC/libstdc++ pairing (GPU machine).
+  std::string msg = "invalid musa device index " + std::to_string(static_cast<int>(device)) + ": " +
+                    std::to_string(static_cast<int>(n)) + " musa device(s) visible, valid indices are 0.." +
+                    std::to_string(static_cast<int>(n) - 1) +
+                    " (set MUSA_VISIBLE_DEVICES or TORCH_MUSA_HOST_DEVICES to change how many)";
+  TORCH_CHECK(false, msg);
 }
 
 c10::DeviceIndex current_device() {

@@ -69,25 +69,40 @@ class CudaKernelDevice final : public KernelDevice {
     return cuda_gen;
   }
 
-  // Current musa device + CUDA device, the musa stream as CUDA's current
-  // stream, and CUDA allocations routed to musa memory.
+  // Current musa device (and so CUDA device), the musa stream as CUDA's
+  // current stream, and CUDA allocations routed to musa memory. This runs
+  // for every op: no CUDA API calls, and the CUDA stream object for a musa
+  // stream is made once.
   class CudaScope final : public Scope {
    public:
     CudaScope(c10::DeviceIndex index, c10::cuda::CUDAStream stream)
-        : device_(index), stream_(stream), prev_(cuda_router::set_delegating(index)) {}
-    ~CudaScope() override { cuda_router::set_delegating(prev_); }
+        : device_(index),
+          prev_stream_(c10::cuda::getCurrentCUDAStream(stream.device_index())),
+          prev_(cuda_router::set_delegating(index)) {
+      if (prev_stream_ != stream) c10::cuda::setCurrentCUDAStream(stream);
+      changed_ = prev_stream_ != stream;
+    }
+    ~CudaScope() override {
+      cuda_router::set_delegating(prev_);
+      if (changed_) c10::cuda::setCurrentCUDAStream(prev_stream_);
+    }
 
    private:
     DeviceScope device_;
-    c10::cuda::CUDAStreamGuard stream_;
+    c10::cuda::CUDAStream prev_stream_;
     c10::DeviceIndex prev_;
+    bool changed_ = false;
   };
 
   std::unique_ptr<Scope> enter(c10::DeviceIndex index) override {
     auto musa_stream = current_stream(index);
+    thread_local std::vector<std::pair<c10::Stream, c10::cuda::CUDAStream>> cache;
+    for (auto& e : cache)
+      if (e.first == musa_stream) return std::make_unique<CudaScope>(index, e.second);
     void* native = nullptr;
     MUSA_CHECK(musaStreamGetNativeHandle(native_stream(musa_stream), &native));
     auto cuda_stream = c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(native), cuda_ordinal(index));
+    cache.emplace_back(musa_stream, cuda_stream);
     return std::make_unique<CudaScope>(index, cuda_stream);
   }
 
