@@ -29,12 +29,15 @@ std::mutex g_counts_mu;
 std::unordered_map<std::string, int64_t> g_copy_counts;
 std::atomic<int64_t> g_delegated{0};
 
+void count_copy_path(const c10::OperatorHandle& op);
+
 // What the fallback needs to know about an op, computed once per schema.
 struct OpTraits {
   std::vector<size_t> written_args;  // arguments the op mutates (self in add_, out=)
   std::vector<size_t> generator_args;
   bool seeded_without_generator = false;  // random op that would use the default generator
   bool allows_cpu_indices = false;        // index ops accept cpu index tensors, as on CUDA
+  bool cpu_only = false;                  // the kernel device has no kernel; only the CPU has
 };
 
 const OpTraits& traits_of(const c10::OperatorHandle& op) {
@@ -60,6 +63,11 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
   }
   t.seeded_without_generator = t.generator_args.empty() && op.hasTag(at::Tag::nondeterministic_seeded);
   const auto& name = schema.name();
+  const auto kernel_key = kernel_device().dispatch_key();
+  t.cpu_only = kernel_key != c10::DispatchKey::CPU && !op.hasKernelForDispatchKey(kernel_key) &&
+               op.hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
+               !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
+               !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
   t.allows_cpu_indices = name == "aten::index" || name == "aten::index_put_" || name == "aten::index_put" ||
                          name == "aten::_index_put_impl_" || name == "aten::_unsafe_index" ||
                          name == "aten::_unsafe_index_put";
@@ -247,9 +255,7 @@ class Delegation {
     dst.copy_(src);
     to.set_data_ptr_noswap(std::move(fresh.unsafeGetStorageImpl()->mutable_data_ptr()));
     to.set_nbytes(n);
-    std::lock_guard<std::mutex> g(g_counts_mu);
-    const auto& schema = op_.schema();
-    g_copy_counts[schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name()]++;
+    count_copy_path(op_);
   }
 
   at::Tensor musa_tensor_like(const at::Tensor& out, c10::Storage storage) {
@@ -292,6 +298,73 @@ class Delegation {
   c10::SmallVector<std::pair<c10::Storage, c10::Storage>, 2> fresh_;  // kernel-device -> musa
 };
 
+void count_copy_path(const c10::OperatorHandle& op) {
+  const auto& schema = op.schema();
+  std::lock_guard<std::mutex> g(g_counts_mu);
+  g_copy_counts[schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name()]++;
+}
+
+c10::IValue map_tensors(const c10::IValue& v, const std::function<at::Tensor(const at::Tensor&)>& fn) {
+  if (v.isTensor()) return fn(v.toTensor());
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(fn(t));
+    return out;
+  }
+  if (v.isList()) {
+    auto list = v.toList();
+    c10::impl::GenericList out(list.elementType());
+    for (const c10::IValue& e : list) out.push_back(e.isTensor() ? c10::IValue(fn(e.toTensor())) : e);
+    return out;
+  }
+  return v;
+}
+
+// Ops the kernel device has no kernel for (e.g. histogram on CUDA) still
+// work: inputs are copied to the CPU, the CPU kernel runs, results are
+// copied back. This is the counted copying path.
+void run_on_cpu_by_copy(const c10::OperatorHandle& op, const OpTraits& traits, torch::jit::Stack* stack,
+                        c10::DeviceIndex device) {
+  count_copy_path(op);
+  const size_t nargs = op.schema().arguments().size();
+  const size_t base = stack->size() - nargs;
+  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 4> copies;  // musa original -> cpu copy
+  auto to_cpu = [&](const at::Tensor& t) -> at::Tensor {
+    if (!t.defined() || t.device().type() != kMusa) return t;
+    for (auto& e : copies)
+      if (e.first.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return e.second;
+    copies.emplace_back(t, t.to(c10::Device(c10::DeviceType::CPU)));
+    return copies.back().second;
+  };
+  for (size_t i = 0; i < nargs; ++i) {
+    c10::IValue& v = (*stack)[base + i];
+    if (v.isDevice() && v.toDevice().type() == kMusa) v = c10::Device(c10::DeviceType::CPU);
+    else if (v.isGenerator() && v.toGenerator().device().type() == kMusa) v = cpu_generator_from(v.toGenerator());
+    else v = map_tensors(v, to_cpu);
+  }
+  for (size_t idx : traits.generator_args)
+    if ((*stack)[base + idx].isNone()) (*stack)[base + idx] = cpu_generator_from(default_generator(device));
+  {
+    KernelDeviceCallGuard below_musa;
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  }
+  // Results written into copies of musa arguments go back into those arguments.
+  for (auto& [musa, cpu] : copies) {
+    if (musa.sizes() != cpu.sizes()) musa.resize_(cpu.sizes());
+    if (!musa.is_same(cpu)) musa.copy_(cpu);
+  }
+  const size_t nret = op.schema().returns().size();
+  const size_t rbase = stack->size() - nret;
+  for (size_t i = 0; i < nret; ++i) {
+    (*stack)[rbase + i] = map_tensors((*stack)[rbase + i], [&](const at::Tensor& t) -> at::Tensor {
+      if (!t.defined() || !t.device().is_cpu()) return t;
+      for (auto& e : copies)
+        if (e.second.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return e.first;
+      return t.to(c10::Device(kMusa, device));
+    });
+  }
+}
+
 void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   g_delegated.fetch_add(1, std::memory_order_relaxed);
   KernelDevice& kd = kernel_device();
@@ -322,6 +395,11 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
                   "Expected a 'cpu' device type for generator but found 'musa' (", op.schema().name(),
                   "): use a generator of the tensors' device, or create the tensors on musa");
     }
+  }
+
+  if (traits.cpu_only) {
+    run_on_cpu_by_copy(op, traits, stack, call.device < 0 ? current_device() : call.device);
+    return;
   }
 
   // Keep the musa arguments alive and known while the stack holds aliases.

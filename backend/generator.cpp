@@ -1,5 +1,6 @@
 #include "generator.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -79,6 +80,18 @@ at::Generator new_generator(c10::DeviceIndex device) {
   if (device < 0) device = current_device();
   check_device_index(device);
   return at::make_generator<MusaGeneratorImpl>(device);
+}
+
+at::Generator cpu_generator_from(const at::Generator& musa_gen) {
+  at::Generator gen = musa_gen;  // shares the impl; mutex() needs non-const
+  uint64_t seed, offset;
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    auto* g = gen.get<MusaGeneratorImpl>();
+    seed = g->current_seed();
+    offset = g->advance();
+  }
+  return at::make_generator<at::CPUGeneratorImpl>(philox_mix(seed, offset));
 }
 
 uint64_t philox_mix(uint64_t seed, uint64_t offset) {

@@ -31,6 +31,9 @@ struct MusaGeneratorImpl : public c10::GeneratorImpl {
 const at::Generator& default_generator(c10::DeviceIndex device);
 at::Generator new_generator(c10::DeviceIndex device);
 
+// A CPU generator seeded from the musa generator's counter (advancing it).
+at::Generator cpu_generator_from(const at::Generator& musa_gen);
+
 // Mixes a (seed, offset) pair into a 64-bit seed for a kernel-device generator.
 uint64_t philox_mix(uint64_t seed, uint64_t offset);
 

@@ -115,17 +115,7 @@ class HostKernelDevice final : public KernelDevice {
     return true;
   }
 
-  at::Generator kernel_generator(const at::Generator& musa_gen) override {
-    at::Generator gen = musa_gen;  // shares the impl; mutex() needs non-const
-    auto* g = gen.get<MusaGeneratorImpl>();
-    uint64_t seed, offset;
-    {
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      seed = g->current_seed();
-      offset = g->advance();
-    }
-    return at::make_generator<at::CPUGeneratorImpl>(philox_mix(seed, offset));
-  }
+  at::Generator kernel_generator(const at::Generator& musa_gen) override { return cpu_generator_from(musa_gen); }
 
   class HostScope final : public Scope {
    public:
