@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build torch_musa with the cuda driver, run the test suite
 # on the GPU (TORCH_MUSA_DRIVER=cuda), then the benchmarks. Logs go to $OUT.
-#   bash bench/gpu_suite.sh [build|tests|bench|opinfo|all]...
+#   bash bench/gpu_suite.sh [build|tests|bench|opinfo|alloc|all]...
 set -u
 OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
@@ -32,7 +32,7 @@ python3 -c "import torch; print(\"driver\", torch.musa.get_driver_name(), torch.
 
 if has tests; then
   t0=$SECONDS
-  python3 -m pytest tests -q -p no:cacheprovider --ignore=tests/test_opinfo_sweep.py --ignore=tests/tools --timeout=900 \
+  timeout ${TESTS_TIMEOUT:-900} python3 -m pytest tests -q -p no:cacheprovider --ignore=tests/test_opinfo_sweep.py --ignore=tests/tools --timeout=300 \
     >"$OUT/tests.log" 2>&1
   summary+=("tests (cuda driver): $(tail -1 "$OUT/tests.log") ($((SECONDS - t0)) s)")
 fi
@@ -42,6 +42,9 @@ if has opinfo; then
   summary+=("opinfo (cuda driver): $(grep -iE 'pass rate|pass ' "$OUT/opinfo.log" | tail -2 | tr '\n' ' ') ($((SECONDS - t0)) s)")
 fi
 if has bench; then
-  python3 bench/gpu_bench.py 2>&1 | tee "$OUT/bench.log" | tail -8
+  timeout ${BENCH_TIMEOUT:-400} python3 bench/gpu_bench.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -8
+fi
+if has alloc; then
+  timeout ${ALLOC_TIMEOUT:-200} python3 bench/alloc_bench.py --quick 2>&1 | tee "$OUT/alloc.log" | tail -12
 fi
 printf '%s\n' "${summary[@]}"
