@@ -19,6 +19,25 @@ _version_gate.check()
 
 import torch  # noqa: E402
 
+def _promote_libstdcxx() -> None:
+    """Puts libstdc++ in the global symbol scope before the extension loads.
+
+    Python loads extensions with RTLD_LOCAL, so weak copies of libstdc++
+    template statics (a locale facet's id, used when an error message formats
+    a number) that a compiler emits into our libraries would otherwise bind to
+    those private copies instead of libstdc++'s: the facet lookup then fails
+    and the process crashes (seen on the GPU machine's toolchain).
+    """
+    import ctypes
+
+    try:
+        ctypes.CDLL("libstdc++.so.6", mode=ctypes.RTLD_GLOBAL)
+    except OSError:  # not a glibc/libstdc++ system: nothing to promote
+        pass
+
+
+_promote_libstdcxx()
+
 try:
     from . import _C  # noqa: E402
 except ImportError as _e:  # pragma: no cover - exercised only on broken installs
