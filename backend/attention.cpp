@@ -20,7 +20,7 @@ int64_t musa_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tens
   auto& kd = kernel_device();
   std::optional<at::Tensor> m = mask;
   if (m && m->defined() && m->device().type() == c10::DeviceType::PrivateUse1) m = alias_on_kernel_device(*m);
-  auto scope = kd.enter(q.device().index());
+  KernelScope scope(kd, q.device().index());
   KernelDeviceCallGuard below_musa;
   int64_t choice = at::_fused_sdp_choice(alias_on_kernel_device(q), alias_on_kernel_device(k),
                                          alias_on_kernel_device(v), m, dropout_p, is_causal, scale, enable_gqa);

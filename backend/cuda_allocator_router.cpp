@@ -5,6 +5,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include <c10/util/flat_hash_map.h>
+
 #include "caching_allocator.h"
 #include "version_gates.h"
 
@@ -17,7 +19,7 @@ namespace CCA = c10::cuda::CUDACachingAllocator;
 thread_local c10::DeviceIndex t_delegating = -1;
 
 std::mutex g_mu;
-std::unordered_map<void*, c10::DataPtr> g_blocks;  // musa-backed CUDA DataPtrs
+ska::flat_hash_map<void*, c10::DataPtr> g_blocks;  // musa-backed CUDA DataPtrs
 
 void route_delete(void* p) {
   if (!p) return;

@@ -417,7 +417,7 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   }
 
   {
-    auto scope = kd.enter(call.device);
+    KernelScope scope(kd, call.device);
     // Random ops that take no generator draw from the kernel device's default
     // one: seed it from the musa counter for this op and restore it after,
     // so musa results depend only on torch.musa.manual_seed.

@@ -14,6 +14,8 @@
 #include <set>
 #include <thread>
 #include <unordered_map>
+
+#include <c10/util/flat_hash_map.h>
 #include <vector>
 
 #include "allocator_config.h"
@@ -777,7 +779,7 @@ class DeviceCachingAllocator {
   std::recursive_mutex mu_;
   BlockPool small_{true, nullptr};
   BlockPool large_{false, nullptr};
-  std::unordered_map<void*, Block*> active_;
+  ska::flat_hash_map<void*, Block*> active_;  // flat: no node allocation per block
   std::deque<std::pair<musaEvent_t, Block*>> pending_;
   std::map<std::pair<void*, BlockPool*>, std::unique_ptr<ExpandableSegment>> expandable_;
   std::map<MempoolId_t, std::unique_ptr<PrivatePool>> pools_;

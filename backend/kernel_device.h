@@ -8,6 +8,10 @@
 #include <ATen/core/Generator.h>
 #include <c10/core/DispatchKey.h>
 #include <c10/core/Storage.h>
+#include <c10/core/Stream.h>
+#include <c10/util/FunctionRef.h>
+
+#include <optional>
 
 #include <memory>
 
@@ -32,16 +36,32 @@ class KernelDevice {
   // A generator of the kernel device seeded from the musa generator's counter.
   virtual at::Generator kernel_generator(const at::Generator& musa_gen) = 0;
 
-  // While alive: allocations of the kernel device on this thread come from
-  // musa memory of `index`, and kernels run on the current musa stream.
-  class Scope {
-   public:
-    virtual ~Scope() = default;
+  // Between begin() and end() on this thread: allocations of the kernel
+  // device come from musa memory of `index`, and kernels run on the current
+  // musa stream. Use KernelScope (below) rather than calling these directly.
+  struct ScopeState {
+    c10::DeviceIndex prev_delegating = -1;
+    c10::DeviceIndex prev_device = -1;
+    std::optional<c10::Stream> prev_stream;  // kernel device's current stream before, if changed
   };
-  virtual std::unique_ptr<Scope> enter(c10::DeviceIndex index) = 0;
+  virtual void begin(c10::DeviceIndex index, ScopeState& state) = 0;
+  virtual void end(const ScopeState& state) = 0;
 
   // Runs `fn` (which launches kernels) as work on the current musa stream.
-  virtual void launch(c10::DeviceIndex index, const std::function<void()>& fn, const char* name) = 0;
+  virtual void launch(c10::DeviceIndex index, c10::function_ref<void()> fn, const char* name) = 0;
+};
+
+// RAII for KernelDevice::begin/end (no allocation: it runs for every op).
+class KernelScope {
+ public:
+  KernelScope(KernelDevice& kd, c10::DeviceIndex index) : kd_(kd) { kd_.begin(index, state_); }
+  ~KernelScope() { kd_.end(state_); }
+  KernelScope(const KernelScope&) = delete;
+  KernelScope& operator=(const KernelScope&) = delete;
+
+ private:
+  KernelDevice& kd_;
+  KernelDevice::ScopeState state_;
 };
 
 // The kernel device of the active driver.

@@ -72,41 +72,38 @@ class CudaKernelDevice final : public KernelDevice {
   // Current musa device (and so CUDA device), the musa stream as CUDA's
   // current stream, and CUDA allocations routed to musa memory. This runs
   // for every op: no CUDA API calls, and the CUDA stream object for a musa
-  // stream is made once.
-  class CudaScope final : public Scope {
-   public:
-    CudaScope(c10::DeviceIndex index, c10::cuda::CUDAStream stream)
-        : device_(index),
-          prev_stream_(c10::cuda::getCurrentCUDAStream(stream.device_index())),
-          prev_(cuda_router::set_delegating(index)) {
-      if (prev_stream_ != stream) c10::cuda::setCurrentCUDAStream(stream);
-      changed_ = prev_stream_ != stream;
+  // stream is made once per thread.
+  void begin(c10::DeviceIndex index, ScopeState& st) override {
+    st.prev_device = current_device();
+    if (st.prev_device != index) set_device(index);
+    auto cuda_stream = cuda_stream_for(index);
+    auto prev = c10::cuda::getCurrentCUDAStream(cuda_stream.device_index());
+    if (prev != cuda_stream) {
+      st.prev_stream = prev.unwrap();
+      c10::cuda::setCurrentCUDAStream(cuda_stream);
     }
-    ~CudaScope() override {
-      cuda_router::set_delegating(prev_);
-      if (changed_) c10::cuda::setCurrentCUDAStream(prev_stream_);
-    }
+    st.prev_delegating = cuda_router::set_delegating(index);
+  }
 
-   private:
-    DeviceScope device_;
-    c10::cuda::CUDAStream prev_stream_;
-    c10::DeviceIndex prev_;
-    bool changed_ = false;
-  };
+  void end(const ScopeState& st) override {
+    c10::DeviceIndex index = cuda_router::set_delegating(st.prev_delegating);
+    if (st.prev_stream) c10::cuda::setCurrentCUDAStream(c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, *st.prev_stream));
+    if (st.prev_device != index) (void)musaSetDevice(st.prev_device);
+  }
 
-  std::unique_ptr<Scope> enter(c10::DeviceIndex index) override {
+  static c10::cuda::CUDAStream cuda_stream_for(c10::DeviceIndex index) {
     auto musa_stream = current_stream(index);
     thread_local std::vector<std::pair<c10::Stream, c10::cuda::CUDAStream>> cache;
     for (auto& e : cache)
-      if (e.first == musa_stream) return std::make_unique<CudaScope>(index, e.second);
+      if (e.first == musa_stream) return e.second;
     void* native = nullptr;
     MUSA_CHECK(musaStreamGetNativeHandle(native_stream(musa_stream), &native));
     auto cuda_stream = c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(native), cuda_ordinal(index));
     cache.emplace_back(musa_stream, cuda_stream);
-    return std::make_unique<CudaScope>(index, cuda_stream);
+    return cuda_stream;
   }
 
-  void launch(c10::DeviceIndex, const std::function<void()>& fn, const char*) override {
+  void launch(c10::DeviceIndex, c10::function_ref<void()> fn, const char*) override {
     fn();  // CUDA kernels enqueue themselves on the current (musa) stream
   }
 };

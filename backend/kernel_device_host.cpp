@@ -9,6 +9,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include <c10/util/flat_hash_map.h>
+
 #include "caching_allocator.h"
 #include "device.h"
 #include "generator.h"
@@ -66,7 +68,7 @@ class RoutingCpuAllocator final : public c10::Allocator {
  private:
   c10::Allocator* original_;
   std::mutex mu_;
-  std::unordered_map<void*, c10::DataPtr> blocks_;
+  ska::flat_hash_map<void*, c10::DataPtr> blocks_;  // flat: no node allocation per op
 };
 
 RoutingCpuAllocator* routing_allocator();
@@ -117,19 +119,20 @@ class HostKernelDevice final : public KernelDevice {
 
   at::Generator kernel_generator(const at::Generator& musa_gen) override { return cpu_generator_from(musa_gen); }
 
-  class HostScope final : public Scope {
-   public:
-    explicit HostScope(c10::DeviceIndex index) : prev_(t_delegating), device_(index) { t_delegating = index; }
-    ~HostScope() override { t_delegating = prev_; }
+  void begin(c10::DeviceIndex index, ScopeState& st) override {
+    st.prev_device = current_device();
+    if (st.prev_device != index) set_device(index);
+    st.prev_delegating = t_delegating;
+    t_delegating = index;
+  }
 
-   private:
-    c10::DeviceIndex prev_;
-    DeviceScope device_;
-  };
+  void end(const ScopeState& st) override {
+    c10::DeviceIndex index = t_delegating;
+    t_delegating = st.prev_delegating;
+    if (st.prev_device != index) (void)musaSetDevice(st.prev_device);
+  }
 
-  std::unique_ptr<Scope> enter(c10::DeviceIndex index) override { return std::make_unique<HostScope>(index); }
-
-  void launch(c10::DeviceIndex index, const std::function<void()>& fn, const char* name) override {
+  void launch(c10::DeviceIndex index, c10::function_ref<void()> fn, const char* name) override {
     // The host driver runs tasks inline; going through the runtime keeps
     // every kernel a stream task (and refuses capture it cannot record).
     musaStream_t s = native_stream(current_stream(index));

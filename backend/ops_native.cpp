@@ -66,7 +66,7 @@ at::Tensor musa_copy_from(const at::Tensor& self, const at::Tensor& dst, bool no
   at::Tensor s = src_musa ? alias_on_kernel_device(self) : self;
   at::Tensor d = dst_musa ? alias_on_kernel_device(dst) : dst;
   auto index = dst_musa ? dst.device().index() : self.device().index();
-  auto scope = kd.enter(index);
+  KernelScope scope(kd, index);
   KernelDeviceCallGuard below_musa;
   kd.launch(index, [&] { d.copy_(s, non_blocking); }, "aten::copy_");
   return dst;
