@@ -23,46 +23,6 @@ void bind_python(py::module& m);  // allocator_python.cpp: snapshots, history, p
 namespace torch_musa {
 namespace {
 
-py::dict stat_dict(const c10::CachingAllocator::Stat& s) {
-  py::dict d;
-  d["current"] = s.current;
-  d["peak"] = s.peak;
-  d["allocated"] = s.allocated;
-  d["freed"] = s.freed;
-  return d;
-}
-
-py::dict stat_array_dict(const c10::CachingAllocator::StatArray& a) {
-  py::dict d;
-  const char* names[] = {"all", "small_pool", "large_pool"};
-  for (size_t i = 0; i < 3; ++i) d[names[i]] = stat_dict(a[i]);
-  return d;
-}
-
-// Same nesting as torch._C._cuda_memoryStats, flattened in Python.
-py::dict memory_stats(c10::DeviceIndex device) {
-  auto s = allocator::device_stats(device);
-  py::dict d;
-  d["num_alloc_retries"] = s.num_alloc_retries;
-  d["num_ooms"] = s.num_ooms;
-  d["max_split_size"] = s.max_split_size;
-  d["num_sync_all_streams"] = s.num_sync_all_streams;
-  d["num_device_alloc"] = s.num_device_alloc;
-  d["num_device_free"] = s.num_device_free;
-  d["oversize_allocations"] = stat_dict(s.oversize_allocations);
-  d["oversize_segments"] = stat_dict(s.oversize_segments);
-  d["allocation"] = stat_array_dict(s.allocation);
-  d["segment"] = stat_array_dict(s.segment);
-  d["active"] = stat_array_dict(s.active);
-  d["inactive_split"] = stat_array_dict(s.inactive_split);
-  d["allocated_bytes"] = stat_array_dict(s.allocated_bytes);
-  d["reserved_bytes"] = stat_array_dict(s.reserved_bytes);
-  d["active_bytes"] = stat_array_dict(s.active_bytes);
-  d["inactive_split_bytes"] = stat_array_dict(s.inactive_split_bytes);
-  d["requested_bytes"] = stat_array_dict(s.requested_bytes);
-  return d;
-}
-
 py::dict device_properties(c10::DeviceIndex device) {
   check_device_index(device);
   musaDeviceProp p{};
@@ -123,7 +83,6 @@ PYBIND11_MODULE(_C, m) {
                                        id));
   });
 
-  m.def("_memory_stats", [](int d) { return memory_stats(static_cast<c10::DeviceIndex>(d)); });
   m.def("_reset_peak_stats", [](int d) { allocator::reset_peak_stats(static_cast<c10::DeviceIndex>(d)); });
   m.def("_reset_accumulated_stats", [](int d) { allocator::reset_accumulated_stats(static_cast<c10::DeviceIndex>(d)); });
   m.def("_empty_cache", [] { allocator::empty_cache(); });

@@ -111,7 +111,10 @@ def test_autocast_and_grad_scaler(compat):
     assert isinstance(torch.cuda.amp.GradScaler(), torch.amp.grad_scaler.GradScaler)
 
 
-def test_backends_flags_are_accepted(compat):
+def test_backends_flags_are_accepted(compat, monkeypatch):
+    # torch.testing._internal (imported by the OpInfo sweep in the same pytest
+    # run) freezes global backend flags; a user script runs without that.
+    monkeypatch.setitem(torch.backends.flags_frozen.__globals__, "__allow_nonbracketed_mutation_flag", True)
     old = (torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.deterministic)
     try:
         torch.backends.cudnn.benchmark = True
