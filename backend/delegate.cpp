@@ -10,6 +10,7 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <c10/util/FunctionRef.h>
 #include <c10/util/SmallVector.h>
 #include <mutex>
 #include <unordered_map>
@@ -83,6 +84,30 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
               "; move it with .to('", a, "'). Only 0-dim cpu tensors may be mixed with musa tensors.)");
 }
 
+// Applies `fn` to every tensor in an argument or result: a tensor, a tensor
+// list, or a list of optional tensors (index lists). Other values pass through.
+c10::IValue map_tensors(const c10::IValue& v, c10::function_ref<at::Tensor(const at::Tensor&)> fn) {
+  if (v.isTensor()) return fn(v.toTensor());
+  if (v.isTensorList()) {
+    auto list = v.toTensorList();
+    c10::List<at::Tensor> out;
+    out.reserve(list.size());
+    for (const at::Tensor& t : list) out.push_back(fn(t));
+    return out;
+  }
+  if (v.isList()) {
+    auto list = v.toList();
+    bool any = false;
+    for (const c10::IValue& e : list) any |= e.isTensor();
+    if (!any) return v;
+    c10::impl::GenericList out(list.elementType());
+    out.reserve(list.size());
+    for (const c10::IValue& e : list) out.push_back(e.isTensor() ? c10::IValue(fn(e.toTensor())) : e);
+    return out;
+  }
+  return v;
+}
+
 // One delegated op call: the aliases it made and how to map results back.
 class Delegation {
  public:
@@ -142,24 +167,6 @@ class Delegation {
   }
 
   c10::IValue alias_value(const c10::IValue& v) {
-    if (v.isTensor()) return alias(v.toTensor());
-    if (v.isTensorList()) {
-      auto list = v.toTensorList();
-      c10::List<at::Tensor> out;
-      out.reserve(list.size());
-      for (const at::Tensor& t : list) out.push_back(alias(t));
-      return out;
-    }
-    if (v.isList()) {
-      auto list = v.toList();
-      bool any = false;
-      for (const c10::IValue& e : list) any |= e.isTensor();
-      if (!any) return v;
-      c10::impl::GenericList out(list.elementType());
-      out.reserve(list.size());
-      for (const c10::IValue& e : list) out.push_back(e.isTensor() ? c10::IValue(alias(e.toTensor())) : e);
-      return out;
-    }
     if (v.isStorage()) {
       auto s = v.toStorage();
       if (s.device_type() == kMusa) return alias_storage(s);
@@ -169,7 +176,7 @@ class Delegation {
       if (device < 0) device = v.toDevice().has_index() ? v.toDevice().index() : current_device();
       return kd_.device_for(device);
     }
-    return v;
+    return map_tensors(v, [this](const at::Tensor& t) { return alias(t); });
   }
 
   // After the kernel: carries what the op did to written arguments (resize_,
@@ -184,18 +191,10 @@ class Delegation {
   }
 
   c10::IValue to_musa_value(const c10::IValue& v) {
-    if (v.isTensor()) return to_musa(v.toTensor());
-    if (v.isTensorList()) {
-      auto list = v.toTensorList();
-      c10::List<at::Tensor> out;
-      out.reserve(list.size());
-      for (const at::Tensor& t : list) out.push_back(to_musa(t));
-      return out;
-    }
     if (v.isStorage() && v.toStorage().device_type() == kd_.type()) {
       return to_musa_storage(v.toStorage());
     }
-    return v;
+    return map_tensors(v, [this](const at::Tensor& t) { return to_musa(t); });
   }
 
  private:
@@ -302,22 +301,6 @@ void count_copy_path(const c10::OperatorHandle& op) {
   const auto& schema = op.schema();
   std::lock_guard<std::mutex> g(g_counts_mu);
   g_copy_counts[schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name()]++;
-}
-
-c10::IValue map_tensors(const c10::IValue& v, const std::function<at::Tensor(const at::Tensor&)>& fn) {
-  if (v.isTensor()) return fn(v.toTensor());
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(fn(t));
-    return out;
-  }
-  if (v.isList()) {
-    auto list = v.toList();
-    c10::impl::GenericList out(list.elementType());
-    for (const c10::IValue& e : list) out.push_back(e.isTensor() ? c10::IValue(fn(e.toTensor())) : e);
-    return out;
-  }
-  return v;
 }
 
 // Ops the kernel device has no kernel for (e.g. histogram on CUDA) still
