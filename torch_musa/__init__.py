@@ -72,8 +72,20 @@ from ._device import (  # noqa: E402
     get_driver_name,
 )
 from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: E402
+from . import memory  # noqa: E402
 from .memory import (  # noqa: E402
+    MemPool,
     OutOfMemoryError,
+    caching_allocator_alloc,
+    caching_allocator_delete,
+    get_allocator_backend,
+    get_per_process_memory_fraction,
+    max_memory_cached,
+    memory_cached,
+    memory_snapshot,
+    memory_stats_as_nested_dict,
+    reset_max_memory_cached,
+    use_mem_pool,
     empty_cache,
     max_memory_allocated,
     max_memory_reserved,
@@ -122,5 +134,7 @@ __all__ = [
     "memory_reserved", "memory_stats", "memory_summary", "reset_accumulated_memory_stats",
     "reset_max_memory_allocated", "reset_peak_memory_stats", "seed", "seed_all", "set_device",
     "set_per_process_memory_fraction", "set_rng_state", "set_rng_state_all", "set_stream", "stream",
-    "synchronize", "get_driver_name", "enable_cuda_compat",
+    "synchronize", "get_driver_name", "enable_cuda_compat", "memory", "MemPool", "use_mem_pool",
+    "caching_allocator_alloc", "caching_allocator_delete", "get_allocator_backend", "get_per_process_memory_fraction",
+    "memory_cached", "max_memory_cached", "memory_snapshot", "memory_stats_as_nested_dict", "reset_max_memory_cached",
 ]
