@@ -1,0 +1,101 @@
+"""The generic op layer: zero-copy delegation, musa-allocated outputs, views, in-place, out=, counted copies."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+
+@pytest.fixture(autouse=True)
+def _reset_counts():
+    torch.musa.ops.reset_copy_path_counts()
+    yield
+
+
+def _storage_ptr(t):
+    return t.untyped_storage().data_ptr()
+
+
+def test_common_ops_take_no_copy_path_and_match_cpu():
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(8, 16, generator=g), torch.randn(16, 4, generator=g)
+    img, w = torch.randn(2, 3, 8, 8, generator=g), torch.randn(5, 3, 3, 3, generator=g)
+    cases = {
+        "matmul": lambda x, y, i, k: x @ y,
+        "softmax": lambda x, y, i, k: torch.softmax(x, -1),
+        "layer_norm": lambda x, y, i, k: F.layer_norm(x, (16,)),
+        "conv2d": lambda x, y, i, k: F.conv2d(i, k, padding=1),
+        "max_pool": lambda x, y, i, k: F.max_pool2d(i, 2),
+        "cumsum": lambda x, y, i, k: x.cumsum(0),
+        "topk": lambda x, y, i, k: x.topk(3, dim=1).values,
+        "where": lambda x, y, i, k: torch.where(x > 0, x, -x),
+        "index_select": lambda x, y, i, k: x.index_select(0, torch.tensor([3, 1], device=x.device)),
+    }
+    before = torch.musa.ops.delegated_op_count()
+    for name, fn in cases.items():
+        ref = fn(a, b, img, w)
+        out = fn(a.musa(), b.musa(), img.musa(), w.musa())
+        assert out.device.type == "musa", name
+        torch.testing.assert_close(out.cpu(), ref, msg=name)
+    assert torch.musa.ops.delegated_op_count() > before
+    assert torch.musa.ops.copy_path_counts() == {}
+
+
+def test_outputs_are_allocated_by_the_musa_allocator():
+    x = torch.randn(1024, 256, device="musa")  # 1 MiB
+    torch.musa.synchronize()
+    base = torch.musa.memory_allocated()
+    y = x * 2  # the CPU kernel's output lands in musa memory
+    assert torch.musa.memory_allocated() - base >= x.numel() * 4
+    del y
+    assert torch.musa.memory_allocated() == base
+
+
+def test_in_place_returns_the_same_tensor_and_memory():
+    x = torch.randn(64, device="musa")
+    ptr = x.data_ptr()
+    y = x.add_(1.0)
+    assert y is x and x.data_ptr() == ptr
+
+
+def test_views_share_musa_storage():
+    x = torch.arange(24.0, device="musa").view(4, 6)
+    for v in (x.t(), x[1:], x.unfold(1, 2, 2), x.diagonal(), x.reshape(6, 4)):
+        assert v.device.type == "musa"
+        assert _storage_ptr(v) == _storage_ptr(x)
+    x.unfold(1, 2, 2).mul_(0)
+    assert (x == 0).all()
+
+
+def test_out_writes_musa_memory_and_resizes_like_cuda():
+    a, b = torch.randn(8, device="musa"), torch.randn(8, device="musa")
+    out = torch.empty(8, device="musa")
+    ptr = out.data_ptr()
+    torch.add(a, b, out=out)
+    assert out.data_ptr() == ptr
+    torch.testing.assert_close(out.cpu(), a.cpu() + b.cpu())
+    small = torch.empty(0, device="musa")
+    torch.mul(a, b, out=small)  # grows: new musa memory, still musa
+    assert small.shape == (8,) and small.device.type == "musa"
+    torch.testing.assert_close(small.cpu(), a.cpu() * b.cpu())
+
+
+_CONSTANT = torch.arange(4.0)  # memory the musa allocator never saw
+
+
+@pytest.fixture(scope="module")
+def foreign_output_op():
+    lib = torch.library.Library("musa_op_layer_test", "DEF")
+    lib.define("constant(Tensor x) -> Tensor")
+    # The CPU kernel hands back a tensor that exists before the op runs, so
+    # its memory cannot be adopted: the op layer must copy it (and count it).
+    lib.impl("constant", lambda x: _CONSTANT, "CPU")
+    yield torch.ops.musa_op_layer_test.constant
+    lib._destroy()
+
+
+def test_outputs_that_cannot_be_adopted_are_copied_and_counted(foreign_output_op):
+    x = torch.zeros(1, device="musa")
+    out = foreign_output_op(x)
+    assert out.device.type == "musa"
+    torch.testing.assert_close(out.cpu(), _CONSTANT)
+    assert _storage_ptr(out) != _CONSTANT.untyped_storage().data_ptr()
+    assert torch.musa.ops.copy_path_counts() == {"musa_op_layer_test::constant": 1}
