@@ -452,8 +452,7 @@ class HostDriver final : public Driver {
 
  private:
   // Runs a task now, or records it when the stream is capturing. A null
-  // stream means a blocking call, which is not permitted during capture of
-  // the current device... blocking calls simply run.
+  // stream means a blocking call (musaMemcpy, musaMemset): it runs at once.
   musaError_t run(MUstream_st* s, std::function<void()> fn, const char* name) {
     if (s && s->capture) {
       static_cast<Capture*>(s->capture)->graph->tasks.push_back({std::move(fn), name});
