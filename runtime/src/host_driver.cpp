@@ -10,6 +10,7 @@
 // (TORCH_MUSA_HOST_MEMORY, default 8GiB) so out-of-memory is real.
 #include "driver.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -69,8 +70,10 @@ struct Capture {
 
 struct PhysicalMemory {
   int fd;
+  size_t offset;  // within fd
   size_t size;
   int device;
+  bool owns_fd;   // a standalone memfd (the pool was too fragmented)
   int mappings = 0;
   bool released = false;
 };
@@ -78,6 +81,11 @@ struct PhysicalMemory {
 struct Device {
   size_t capacity = kDefaultCapacity;
   size_t used = 0;  // guarded by HostDriver::mu_
+  // Physical memory for VMM comes from one sparse memfd per device, carved
+  // into granules: a page costs an mmap, not a memfd_create + ftruncate +
+  // close. Freed ranges have their pages punched out and are coalesced.
+  int pool_fd = -1;
+  std::map<size_t, size_t> pool_free;  // offset -> length
 };
 
 class HostDriver final : public Driver {
@@ -273,22 +281,72 @@ class HostDriver final : public Driver {
       return fail(musaErrorInvalidValue, "physical allocation size must be a multiple of the granularity (2 MiB)");
     std::lock_guard<std::mutex> g(mu_);
     if (auto e = reserveCapacity(dev, size)) return e;
-    int fd = memfd_create("musa-physical", MFD_CLOEXEC);
-    if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
-      if (fd >= 0) close(fd);
-      devices_[dev].used -= size;
-      return fail(musaErrorMemoryAllocation, std::string("memfd_create failed: ") + strerror(errno));
+    PhysicalMemory pm{-1, 0, size, dev, false};
+    if (!carveFromPool(dev, size, &pm.fd, &pm.offset)) {
+      pm.fd = memfd_create("musa-physical", MFD_CLOEXEC);
+      pm.owns_fd = true;
+      if (pm.fd < 0 || ftruncate(pm.fd, static_cast<off_t>(size)) != 0) {
+        if (pm.fd >= 0) close(pm.fd);
+        devices_[dev].used -= size;
+        return fail(musaErrorMemoryAllocation, std::string("memfd_create failed: ") + strerror(errno));
+      }
     }
     musaMemGenericAllocationHandle_t id = ++next_handle_;
-    physical_[id] = {fd, size, dev};
+    physical_[id] = pm;
     *h = id;
     return musaSuccess;
+  }
+
+  // First-fit carve of `size` bytes from the device's pool (made on first use).
+  bool carveFromPool(int dev, size_t size, int* fd, size_t* offset) {
+    Device& d = devices_[dev];
+    if (d.pool_fd < 0) {
+      int f = memfd_create("musa-physical-pool", MFD_CLOEXEC);
+      if (f < 0) return false;
+      if (ftruncate(f, static_cast<off_t>(roundUp(d.capacity, kGranularity))) != 0) {
+        close(f);
+        return false;
+      }
+      d.pool_fd = f;
+      d.pool_free[0] = roundUp(d.capacity, kGranularity);
+    }
+    for (auto it = d.pool_free.begin(); it != d.pool_free.end(); ++it) {
+      if (it->second < size) continue;
+      *fd = d.pool_fd;
+      *offset = it->first;
+      size_t rest = it->second - size, at = it->first + size;
+      d.pool_free.erase(it);
+      if (rest) d.pool_free[at] = rest;
+      return true;
+    }
+    return false;
+  }
+
+  void returnToPool(int dev, size_t offset, size_t size) {
+    Device& d = devices_[dev];
+    // Give the pages back to the OS; the file keeps its (sparse) size.
+    (void)fallocate(d.pool_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                    static_cast<off_t>(size));
+    auto next = d.pool_free.lower_bound(offset);
+    if (next != d.pool_free.end() && offset + size == next->first) {
+      size += next->second;
+      next = d.pool_free.erase(next);
+    }
+    if (next != d.pool_free.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == offset) {
+        prev->second += size;
+        return;
+      }
+    }
+    d.pool_free[offset] = size;
   }
 
   void maybeDropPhysical(musaMemGenericAllocationHandle_t id) {
     auto& pm = physical_[id];
     if (pm.released && pm.mappings == 0) {
-      close(pm.fd);
+      if (pm.owns_fd) close(pm.fd);
+      else returnToPool(pm.device, pm.offset, pm.size);
       devices_[pm.device].used -= pm.size;
       physical_.erase(id);
     }
@@ -319,7 +377,8 @@ class HostDriver final : public Driver {
     auto next = mappings_.lower_bound(p);
     if ((next != mappings_.end() && next->first < p + size) || containing(mappings_, p) != mappings_.end())
       return fail(musaErrorInvalidValue, "musaMemMap: the range overlaps an existing mapping");
-    void* r = mmap(ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, pm->second.fd, static_cast<off_t>(offset));
+    void* r = mmap(ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, pm->second.fd,
+                   static_cast<off_t>(pm->second.offset + offset));
     if (r == MAP_FAILED) return fail(musaErrorMemoryAllocation, std::string("mmap failed: ") + strerror(errno));
     pm->second.mappings++;
     mappings_[p] = {size, pm->second.device, h};
