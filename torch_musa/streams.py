@@ -81,10 +81,11 @@ def current_stream(device=None) -> Stream:
 def default_stream(device=None) -> Stream:
     _lazy_init()
     index = _check_index(_index(device))
-    return Stream(stream_id=0, device_index=index, device_type=torch.device("musa").type and _device_type())
+    return Stream(stream_id=0, device_index=index, device_type=_device_type())
 
 
 def _device_type() -> int:
+    """The numeric device type torch.Stream uses for musa (PrivateUse1)."""
     return torch.accelerator.current_stream(torch.device("musa", 0)).device_type
 
 
