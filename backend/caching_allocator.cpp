@@ -132,7 +132,10 @@ class MusaCachingAllocator final : public c10::DeviceAllocator {
   std::vector<std::unique_ptr<DeviceCachingAllocator>> devices_;
 };
 
-MusaCachingAllocator g_allocator;
+// Never destroyed: tensors freed during interpreter shutdown, and drivers
+// whose device context is already gone at exit, must not meet a destroyed
+// allocator (torch's CUDA allocator lives forever for the same reason).
+MusaCachingAllocator& g_allocator = *new MusaCachingAllocator();
 
 void delete_block(void* ctx) {
   if (!ctx) return;

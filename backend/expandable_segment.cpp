@@ -24,7 +24,11 @@ ExpandableSegment::ExpandableSegment(c10::DeviceIndex device, void* stream, size
 }
 
 ExpandableSegment::~ExpandableSegment() {
-  unmap(0, virtual_size());
+  try {
+    unmap(0, virtual_size());
+  } catch (const std::exception&) {
+    // A destructor must not throw; the address range is given back below anyway.
+  }
   (void)musaMemAddressFree(base_, virtual_size());
   (void)musaGetLastError();
 }
