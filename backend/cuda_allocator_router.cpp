@@ -18,8 +18,10 @@ namespace CCA = c10::cuda::CUDACachingAllocator;
 
 thread_local c10::DeviceIndex t_delegating = -1;
 
-std::mutex g_mu;
-ska::flat_hash_map<void*, c10::DataPtr> g_blocks;  // musa-backed CUDA DataPtrs
+// Musa-backed CUDA DataPtrs. Never destroyed: blocks may be freed during
+// process shutdown, after static destructors have begun.
+std::mutex& g_mu = *new std::mutex();
+ska::flat_hash_map<void*, c10::DataPtr>& g_blocks = *new ska::flat_hash_map<void*, c10::DataPtr>();
 
 void route_delete(void* p) {
   if (!p) return;
