@@ -266,6 +266,9 @@ class Delegation {
 
   at::Tensor to_musa(const at::Tensor& out) {
     if (!out.defined() || out.device().type() != kd_.type()) return out;
+    TORCH_CHECK_NOT_IMPLEMENTED(out.layout() == c10::kStrided, op_.schema().name(), " would return a ", out.layout(),
+                                " tensor: musa stores strided tensors only; run it on the cpu "
+                                "(x.cpu()) if you need that layout");
     for (auto& e : tensors_)
       if (e.first.unsafeGetTensorImpl() == out.unsafeGetTensorImpl()) return e.second;  // in-place: self
     if (device < 0) device = current_device();

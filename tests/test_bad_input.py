@@ -157,3 +157,18 @@ def test_supported_versions_include_2_11_and_2_13(monkeypatch):
 def test_interprocess_event_rejected():
     with pytest.raises(NotImplementedError):
         torch.musa.Event(interprocess=True)
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+@pytest.mark.parametrize("make", [
+    lambda: torch.randn(3, 3).to_sparse().to("musa"),
+    lambda: torch.randn(3, 3, device="musa").to_sparse(),
+    lambda: torch.randn(3, 3, device="musa").to_sparse_csr(),
+], ids=["sparse_to_musa", "to_sparse", "to_sparse_csr"])
+def test_non_strided_layouts_get_a_clear_error(make):
+    # musa stores strided tensors only: the error must say so and name the way out,
+    # never torch's generic "could not run ... 'Sparsemusa' backend".
+    with pytest.raises(NotImplementedError, match="musa stores strided tensors only") as info:
+        make()
+    assert "could not run" not in str(info.value).lower()
+    assert torch.ones(2, device="musa").sum().item() == 2.0
