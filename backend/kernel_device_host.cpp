@@ -133,14 +133,15 @@ class HostKernelDevice final : public KernelDevice {
   }
 
   void launch(c10::DeviceIndex index, c10::function_ref<void()> fn, const char* name) override {
-    // The host driver runs tasks inline; going through the runtime keeps
-    // every kernel a stream task (and refuses capture it cannot record).
+    // The host driver runs work inline, in stream order, so the kernel runs
+    // right here. A capturing stream would have to record it instead, but an
+    // aten op's outputs are needed now: refuse rather than run out of order.
     musaStream_t s = native_stream(current_stream(index));
     musaStreamCaptureStatus status = musaStreamCaptureStatusNone;
     MUSA_CHECK(musaStreamIsCapturing(s, &status));
     TORCH_CHECK(status == musaStreamCaptureStatusNone, "aten op ", name,
-                " was launched on a capturing musa stream; graph capture of aten ops is not supported "
-                "by the host driver — run it outside torch.musa.graph capture");
+                " was launched on a capturing musa stream; the host driver cannot capture aten ops yet: "
+                "end the capture (musaStreamEndCapture) before running tensor operations on that stream");
     fn();
   }
 };
