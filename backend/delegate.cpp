@@ -108,6 +108,16 @@ c10::IValue map_tensors(const c10::IValue& v, c10::function_ref<at::Tensor(const
   return v;
 }
 
+// A tensor of dispatch key `key` over `storage` with the layout (sizes,
+// strides, offset, conj/neg bits) of `like`: how musa tensors are aliased.
+at::Tensor tensor_over(c10::Storage storage, const at::Tensor& like, c10::DispatchKey key) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key), like.dtype());
+  impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
+  impl->_set_conj(like.is_conj());
+  impl->_set_neg(like.is_neg());
+  return at::Tensor(std::move(impl));
+}
+
 // One delegated op call: the aliases it made and how to map results back.
 class Delegation {
  public:
@@ -156,12 +166,7 @@ class Delegation {
     }
     for (auto& e : tensors_)
       if (e.second.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return e.first;
-    auto impl = c10::make_intrusive<c10::TensorImpl>(alias_storage(t.storage()),
-                                                     c10::DispatchKeySet(kd_.dispatch_key()), t.dtype());
-    impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-    impl->_set_conj(t.is_conj());
-    impl->_set_neg(t.is_neg());
-    at::Tensor a(std::move(impl));
+    at::Tensor a = tensor_over(alias_storage(t.storage()), t, kd_.dispatch_key());
     tensors_.emplace_back(a, t);
     return a;
   }
@@ -454,12 +459,7 @@ c10::DispatchKeySet KernelDeviceCallGuard::above_backend() {
 at::Tensor alias_on_kernel_device(const at::Tensor& musa) {
   TORCH_INTERNAL_ASSERT(musa.device().type() == kMusa);
   KernelDevice& kd = kernel_device();
-  auto impl = c10::make_intrusive<c10::TensorImpl>(kd.alias_storage(musa.storage()),
-                                                   c10::DispatchKeySet(kd.dispatch_key()), musa.dtype());
-  impl->set_sizes_and_strides(musa.sizes(), musa.strides(), musa.storage_offset());
-  impl->_set_conj(musa.is_conj());
-  impl->_set_neg(musa.is_neg());
-  return at::Tensor(std::move(impl));
+  return tensor_over(kd.alias_storage(musa.storage()), musa, kd.dispatch_key());
 }
 
 void delegate_structured_ops() {

@@ -82,7 +82,7 @@ at::Generator new_generator(c10::DeviceIndex device) {
   return at::make_generator<MusaGeneratorImpl>(device);
 }
 
-at::Generator cpu_generator_from(const at::Generator& musa_gen) {
+uint64_t claim_kernel_seed(const at::Generator& musa_gen) {
   at::Generator gen = musa_gen;  // shares the impl; mutex() needs non-const
   uint64_t seed, offset;
   {
@@ -91,7 +91,11 @@ at::Generator cpu_generator_from(const at::Generator& musa_gen) {
     seed = g->current_seed();
     offset = g->advance();
   }
-  return at::make_generator<at::CPUGeneratorImpl>(philox_mix(seed, offset));
+  return philox_mix(seed, offset);
+}
+
+at::Generator cpu_generator_from(const at::Generator& musa_gen) {
+  return at::make_generator<at::CPUGeneratorImpl>(claim_kernel_seed(musa_gen));
 }
 
 uint64_t philox_mix(uint64_t seed, uint64_t offset) {

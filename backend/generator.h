@@ -31,6 +31,10 @@ struct MusaGeneratorImpl : public c10::GeneratorImpl {
 const at::Generator& default_generator(c10::DeviceIndex device);
 at::Generator new_generator(c10::DeviceIndex device);
 
+// Advances the musa generator's counter by one op and returns the seed that
+// op's kernel-device generator starts from.
+uint64_t claim_kernel_seed(const at::Generator& musa_gen);
+
 // A CPU generator seeded from the musa generator's counter (advancing it).
 at::Generator cpu_generator_from(const at::Generator& musa_gen);
 

@@ -67,6 +67,11 @@ class KernelScope {
 // The kernel device of the active driver.
 KernelDevice& kernel_device();
 
+// A storage of `device` over the same memory as `musa`, not owning it;
+// growing it (resize_) allocates through `grow`. Kernel devices build their
+// aliases with it.
+c10::Storage non_owning_alias(const c10::Storage& musa, c10::Device device, c10::Allocator* grow);
+
 // Installed by the cuda kernel device's translation unit, when built.
 void register_cuda_kernel_device(KernelDevice* (*factory)());
 

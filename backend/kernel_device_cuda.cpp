@@ -19,8 +19,6 @@
 namespace torch_musa {
 namespace {
 
-void noop_delete(void*) {}
-
 c10::DeviceIndex cuda_ordinal(c10::DeviceIndex musa_index) {
   static std::once_flag once;
   static std::vector<c10::DeviceIndex> map;
@@ -46,26 +44,14 @@ class CudaKernelDevice final : public KernelDevice {
   }
 
   c10::Storage alias_storage(const c10::Storage& musa) override {
-    auto* impl = musa.unsafeGetStorageImpl();
-    return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
-        c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
-        c10::DataPtr(impl->data_ptr().get(), nullptr, &noop_delete, device_for(impl->device().index())),
-        cuda_router::alias_allocator(), impl->resizable()));
+    return non_owning_alias(musa, device_for(musa.device().index()), cuda_router::alias_allocator());
   }
 
   bool adopt(c10::DataPtr& ptr, c10::DeviceIndex) override { return cuda_router::adopt(ptr); }
 
   at::Generator kernel_generator(const at::Generator& musa_gen) override {
-    at::Generator gen = musa_gen;
-    auto* g = gen.get<MusaGeneratorImpl>();
-    uint64_t seed, offset;
-    {
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      seed = g->current_seed();
-      offset = g->advance();
-    }
-    auto cuda_gen = at::make_generator<at::CUDAGeneratorImpl>(cuda_ordinal(g->device().index()));
-    cuda_gen.set_current_seed(philox_mix(seed, offset));
+    auto cuda_gen = at::make_generator<at::CUDAGeneratorImpl>(cuda_ordinal(musa_gen.device().index()));
+    cuda_gen.set_current_seed(claim_kernel_seed(musa_gen));
     return cuda_gen;
   }
 

@@ -100,12 +100,7 @@ class HostKernelDevice final : public KernelDevice {
   c10::Device device_for(c10::DeviceIndex) const override { return c10::Device(c10::DeviceType::CPU); }
 
   c10::Storage alias_storage(const c10::Storage& musa) override {
-    auto* impl = musa.unsafeGetStorageImpl();
-    void* data = impl->data_ptr().get();
-    return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
-        c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
-        c10::DataPtr(data, nullptr, &noop_delete, c10::Device(c10::DeviceType::CPU)), routing_allocator(),
-        impl->resizable()));
+    return non_owning_alias(musa, c10::Device(c10::DeviceType::CPU), routing_allocator());
   }
 
   bool adopt(c10::DataPtr& ptr, c10::DeviceIndex index) override {
@@ -151,6 +146,13 @@ KernelDevice* (*g_cuda_factory)() = nullptr;
 }  // namespace
 
 void register_cuda_kernel_device(KernelDevice* (*factory)()) { g_cuda_factory = factory; }
+
+c10::Storage non_owning_alias(const c10::Storage& musa, c10::Device device, c10::Allocator* grow) {
+  auto* impl = musa.unsafeGetStorageImpl();
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+      c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
+      c10::DataPtr(impl->data_ptr().get(), nullptr, &noop_delete, device), grow, impl->resizable()));
+}
 
 KernelDevice& kernel_device() {
   static KernelDevice* kd = []() -> KernelDevice* {
