@@ -13,6 +13,7 @@
 #include <c10/util/FunctionRef.h>
 #include <c10/util/SmallVector.h>
 #include <mutex>
+#include <typeinfo>
 #include <unordered_map>
 #include <vector>
 
@@ -277,7 +278,37 @@ class Delegation {
     for (auto& e : tensors_)
       if (e.first.unsafeGetTensorImpl() == out.unsafeGetTensorImpl()) return e.second;  // in-place: self
     if (device < 0) device = current_device();
+    if (become_musa(out)) return out;
     return musa_tensor_like(out, to_musa_storage(out.storage()));
+  }
+
+  // A fresh output that nothing else references (the common case) is turned
+  // into a musa tensor in place: its memory is already musa memory, so only
+  // the storage's DataPtr/allocator and the tensor's device keys change. This
+  // saves a TensorImpl and a StorageImpl per op. Returns false (nothing
+  // changed) when the output is shared, an alias of an input, or not memory
+  // the musa allocator provided.
+  bool become_musa(const at::Tensor& out) {
+    c10::TensorImpl* impl = out.unsafeGetTensorImpl();
+    if (out.use_count() != 1 || out.weak_use_count() != 1 || !impl->has_storage() ||
+        typeid(*impl) != typeid(c10::TensorImpl) || impl->key_set().has(c10::DispatchKey::Python))
+      return false;
+    const c10::Storage& storage = impl->storage();
+    c10::StorageImpl* simpl = storage.unsafeGetStorageImpl();
+    if (storage.use_count() != 1 || typeid(*simpl) != typeid(c10::StorageImpl) || !simpl->data_ptr().get())
+      return false;
+    for (auto& e : storages_)
+      if (e.alias.unsafeGetStorageImpl() == simpl) return false;
+    c10::DataPtr taken = std::move(simpl->mutable_data_ptr());
+    if (!kd_.adopt(taken, device)) {
+      simpl->set_data_ptr_noswap(std::move(taken));
+      return false;
+    }
+    simpl->set_data_ptr_noswap(std::move(taken));
+    simpl->set_allocator(allocator::get());
+    impl->set_storage_keep_dtype(storage);  // device_opt_ follows the storage
+    impl->_change_backend_component_keys(simpl->device());
+    return true;
   }
 
   void sync_tensor(const at::Tensor& musa) {

@@ -488,7 +488,7 @@ class DeviceCachingAllocator {
 
   // Unmaps the whole pages inside a free, mapped block (which must not be in
   // any set); the mapped remainders go back to the free set.
-  size_t unmap_free_block(Block* b) {
+  size_t unmap_free_block(Block* b, bool keep_spare = false) {
     ExpandableSegment* seg = b->expandable;
     size_t page = seg->page_size();
     size_t off = static_cast<size_t>(b->ptr - seg->base());
@@ -502,7 +502,7 @@ class DeviceCachingAllocator {
     if (start > off) mid = split_at(b, start - off), insert_free(b);
     if (start + mid->size > end) insert_free(split_at(mid, end - start));
     size_t before = seg->mapped_bytes();
-    size_t n = seg->unmap(start, end - start);
+    size_t n = seg->unmap(start, end - start, keep_spare);
     stats_.num_device_free += static_cast<int64_t>(n);
     segment_mapped_changed(seg, pool, before);
     trace(TraceAction::SEGMENT_UNMAP, mid->ptr, mid->size, mid->stream, pool, nullptr, 99);
@@ -512,7 +512,9 @@ class DeviceCachingAllocator {
   }
 
   // Unmaps free pages of `seg` (largest free blocks first) until `bytes` are
-  // released or none are left; `keep` is not touched.
+  // released or none are left; `keep` is not touched. The physical pages stay
+  // as the segment's spares for the map that follows (alloc_expandable frees
+  // what that map did not use).
   void reclaim(ExpandableSegment* seg, BlockPool& pool, size_t bytes, Block* keep) {
     std::vector<Block*> cands;
     for (auto it = pool.blocks.rbegin(); it != pool.blocks.rend(); ++it)
@@ -523,12 +525,19 @@ class DeviceCachingAllocator {
       if (done >= bytes) break;
       pool.blocks.erase(b);
       note_free_removed(b);
-      done += unmap_free_block(b);
+      done += unmap_free_block(b, /*keep_spare=*/true);
     }
   }
 
   Block* alloc_expandable(BlockPool& pool, musaStream_t stream, size_t size, std::string* why, bool* over_limit) {
     ExpandableSegment* seg = segment_for(pool, stream);
+    Block* b = grow_expandable(seg, pool, stream, size, why, over_limit);
+    seg->release_spares();  // physical pages moved by reclaim() and not mapped again
+    return b;
+  }
+
+  Block* grow_expandable(ExpandableSegment* seg, BlockPool& pool, musaStream_t stream, size_t size, std::string* why,
+                         bool* over_limit) {
     size_t page = seg->page_size();
     auto pick = [&](Block** head, size_t* map_len) -> Block* {
       // Prefer growing the largest cached block that an unmapped range follows
@@ -562,11 +571,16 @@ class DeviceCachingAllocator {
     size_t map_len = 0;
     Block* u = pick(&head, &map_len);
     if (!u) return nullptr;
-    // Keep reserved memory at what is in use: give back cached pages of this
-    // segment before mapping new ones.
-    reclaim(seg, pool, map_len, head);
-    u = pick(&head, &map_len);
-    if (!u) return nullptr;
+    // Keep peak reserved at peak in use: when the new pages would raise the
+    // reserved high-water mark, first give back that many cached pages of this
+    // segment. Below the mark, cached pages stay mapped, which spares the
+    // map/unmap churn (each page costs driver calls) on steady-state traces.
+    size_t peak = static_cast<size_t>(stats_.reserved_bytes[0].peak);
+    if (map_len && reserved() + map_len > peak) {
+      reclaim(seg, pool, reserved() + map_len - peak, head);
+      u = pick(&head, &map_len);
+      if (!u) return nullptr;
+    }
     *over_limit = limit_ && reserved() + map_len > limit_;
     if (*over_limit) {
       num_oom_rejections_++;

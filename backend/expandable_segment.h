@@ -34,12 +34,18 @@ class ExpandableSegment {
     return p >= base_ && static_cast<const char*>(p) < base_ + virtual_size();
   }
 
-  // Maps every unmapped page in [offset, offset + len) (page-aligned). On
-  // failure (out of device memory) maps nothing, returns false and leaves the
-  // runtime's message in *why. Returns the number of pages newly mapped in *count.
+  // Maps every unmapped page in [offset, offset + len) (page-aligned), using
+  // spare physical pages first. On failure (out of device memory) maps
+  // nothing, returns false and leaves the runtime's message in *why. Returns
+  // the number of pages newly mapped in *count.
   bool map(size_t offset, size_t len, size_t* count, std::string* why);
-  // Unmaps every mapped page in [offset, offset + len) (page-aligned); returns how many.
-  size_t unmap(size_t offset, size_t len);
+  // Unmaps every mapped page in [offset, offset + len) (page-aligned); returns
+  // how many. With `keep_spare` the physical pages are kept for the next
+  // map() instead of being freed: moving a page costs an unmap and a map,
+  // not also a physical free and allocation.
+  size_t unmap(size_t offset, size_t len, bool keep_spare = false);
+  // Frees the spare physical pages; returns how many.
+  size_t release_spares();
   bool page_mapped(size_t page_index) const { return pages_[page_index]; }
 
  private:
@@ -48,6 +54,8 @@ class ExpandableSegment {
   size_t page_;
   char* base_ = nullptr;
   std::vector<bool> pages_;
+  std::vector<musaMemGenericAllocationHandle_t> handles_;  // physical page of each mapped page
+  std::vector<musaMemGenericAllocationHandle_t> spares_;   // unmapped physical pages kept for reuse
   size_t mapped_pages_ = 0;
 };
 

@@ -32,7 +32,7 @@ python3 -c "import torch; print(\"driver\", torch.musa.get_driver_name(), torch.
 
 if has tests; then
   t0=$SECONDS
-  timeout ${TESTS_TIMEOUT:-900} python3 -m pytest tests -q -p no:cacheprovider --ignore=tests/test_opinfo_sweep.py --ignore=tests/tools --timeout=300 \
+  timeout ${TESTS_TIMEOUT:-900} python3 -m pytest tests -q -rs -p no:cacheprovider --ignore=tests/test_opinfo_sweep.py --ignore=tests/tools --timeout=300 \
     >"$OUT/tests.log" 2>&1
   summary+=("tests (cuda driver): $(tail -1 "$OUT/tests.log") ($((SECONDS - t0)) s)")
 fi
