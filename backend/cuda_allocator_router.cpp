@@ -3,11 +3,9 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 
 #include <mutex>
-#include <unordered_map>
-
-#include <c10/util/flat_hash_map.h>
 
 #include "caching_allocator.h"
+#include "routed_blocks.h"
 #include "version_gates.h"
 
 namespace torch_musa::cuda_router {
@@ -18,22 +16,9 @@ namespace CCA = c10::cuda::CUDACachingAllocator;
 
 thread_local c10::DeviceIndex t_delegating = -1;
 
-// Musa-backed CUDA DataPtrs. Never destroyed: blocks may be freed during
-// process shutdown, after static destructors have begun.
-std::mutex& g_mu = *new std::mutex();
-ska::flat_hash_map<void*, c10::DataPtr>& g_blocks = *new ska::flat_hash_map<void*, c10::DataPtr>();
-
 void route_delete(void* p) {
-  if (!p) return;
-  c10::DataPtr musa;
-  {
-    std::lock_guard<std::mutex> g(g_mu);
-    auto it = g_blocks.find(p);
-    if (it == g_blocks.end()) return;
-    musa = std::move(it->second);
-    g_blocks.erase(it);
-  }
-  // `musa` going out of scope returns the block to the musa allocator.
+  // Dropping the musa DataPtr returns the block to the musa allocator.
+  if (p) (void)routed_blocks::take(p);
 }
 
 // Forwards everything to torch's native CUDA allocator except allocate()
@@ -51,10 +36,7 @@ class Router final : public CUDAAllocator {
     // The musa device of the running op is the current CUDA device.
     c10::Device dev(c10::DeviceType::CUDA, c10::cuda::current_device());
     if (!p) return c10::DataPtr(nullptr, nullptr, &route_delete, dev);
-    {
-      std::lock_guard<std::mutex> g(g_mu);
-      g_blocks.emplace(p, std::move(musa));
-    }
+    routed_blocks::lend(std::move(musa));
     return c10::DataPtr(p, p, &route_delete, dev);
   }
   c10::DeleterFnPtr raw_deleter() const override { return native_->raw_deleter(); }
@@ -174,14 +156,8 @@ c10::Allocator* alias_allocator() {
 
 bool adopt(c10::DataPtr& ptr) {
   if (ptr.get_deleter() != &route_delete || !ptr.get()) return false;
-  c10::DataPtr musa;
-  {
-    std::lock_guard<std::mutex> g(g_mu);
-    auto it = g_blocks.find(ptr.get());
-    if (it == g_blocks.end()) return false;
-    musa = std::move(it->second);
-    g_blocks.erase(it);
-  }
+  c10::DataPtr musa = routed_blocks::take(ptr.get());
+  if (!musa.get()) return false;
   (void)ptr.release_context();
   ptr = std::move(musa);
   return true;

@@ -119,6 +119,43 @@ at::Tensor tensor_over(c10::Storage storage, const at::Tensor& like, c10::Dispat
   return at::Tensor(std::move(impl));
 }
 
+// Recently made kernel-device aliases, per thread. An alias depends only on
+// the memory and layout it describes, so one whose memory, size, layout and
+// dtype still equal those of the musa tensor being aliased is reused as is:
+// making and destroying a TensorImpl and a StorageImpl per input is a large
+// share of a small op's cost. Only aliases nothing else references are
+// reused (a kernel may have kept one), and they never own memory.
+class AliasCache {
+ public:
+  at::Tensor* find(const at::Tensor& musa, c10::DispatchKey key) {
+    at::Tensor& a = slots_[slot_of(musa)];
+    return a.defined() && reusable(a, musa, key) ? &a : nullptr;
+  }
+  void put(const at::Tensor& musa, const at::Tensor& alias) { slots_[slot_of(musa)] = alias; }
+
+ private:
+  static constexpr size_t kSlots = 16;
+  static size_t slot_of(const at::Tensor& t) {
+    auto p = reinterpret_cast<uintptr_t>(t.unsafeGetTensorImpl()->storage().data()) +
+             static_cast<uintptr_t>(t.storage_offset());
+    return (p >> 8 ^ p >> 4) % kSlots;
+  }
+  static bool reusable(const at::Tensor& a, const at::Tensor& t, c10::DispatchKey key) {
+    const c10::TensorImpl* ai = a.unsafeGetTensorImpl();
+    const c10::TensorImpl* ti = t.unsafeGetTensorImpl();
+    const c10::Storage& as = ai->storage();
+    const c10::Storage& ts = ti->storage();
+    return a.use_count() == 1 && as.use_count() == 1 && ai->key_set().has(key) && as.data() == ts.data() &&
+           as.nbytes() == ts.nbytes() && as.resizable() == ts.resizable() && is_non_owning_alias(as) &&
+           ai->dtype() == ti->dtype() && ai->storage_offset() == ti->storage_offset() &&
+           ai->sizes() == ti->sizes() && ai->strides() == ti->strides() && ai->is_conj() == ti->is_conj() &&
+           ai->is_neg() == ti->is_neg();
+  }
+  at::Tensor slots_[kSlots];
+};
+
+thread_local AliasCache t_alias_cache;
+
 // One delegated op call: the aliases it made and how to map results back.
 class Delegation {
  public:
@@ -149,6 +186,12 @@ class Delegation {
     if (!pending_cpu_.empty()) device_mismatch(op_, first_, c10::Device(c10::DeviceType::CPU), pending_cpu_[0]);
   }
 
+  bool storage_aliased(const c10::Storage& s) const {
+    for (auto& e : storages_)
+      if (e.musa.unsafeGetStorageImpl() == s.unsafeGetStorageImpl()) return true;
+    return false;
+  }
+
   c10::Storage alias_storage(const c10::Storage& s) {
     auto* impl = s.unsafeGetStorageImpl();
     for (auto& e : storages_)
@@ -167,8 +210,16 @@ class Delegation {
     }
     for (auto& e : tensors_)
       if (e.second.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return e.first;
+    at::Tensor* cached = storage_aliased(t.storage()) ? nullptr : t_alias_cache.find(t, kd_.dispatch_key());
+    if (cached) {  // (one alias storage per musa storage within a call, so a view shares it)
+      const c10::Storage& s = cached->storage();
+      storages_.push_back({t.storage(), s, s.data()});
+      tensors_.emplace_back(*cached, t);
+      return *cached;
+    }
     at::Tensor a = tensor_over(alias_storage(t.storage()), t, kd_.dispatch_key());
     tensors_.emplace_back(a, t);
+    t_alias_cache.put(t, a);
     return a;
   }
 

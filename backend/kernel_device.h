@@ -71,6 +71,8 @@ KernelDevice& kernel_device();
 // growing it (resize_) allocates through `grow`. Kernel devices build their
 // aliases with it.
 c10::Storage non_owning_alias(const c10::Storage& musa, c10::Device device, c10::Allocator* grow);
+// Whether `s` is (still) such a non-owning alias.
+bool is_non_owning_alias(const c10::Storage& s);
 
 // Installed by the cuda kernel device's translation unit, when built.
 void register_cuda_kernel_device(KernelDevice* (*factory)());

@@ -6,16 +6,13 @@
 #include <c10/core/StorageImpl.h>
 
 #include <cstring>
-#include <mutex>
-#include <unordered_map>
-
-#include <c10/util/flat_hash_map.h>
 
 #include "caching_allocator.h"
 #include "device.h"
 #include "generator.h"
 #include "kernel_device.h"
 #include "musa_check.h"
+#include "routed_blocks.h"
 #include "stream.h"
 
 namespace torch_musa {
@@ -27,11 +24,9 @@ thread_local c10::DeviceIndex t_delegating = -1;
 void noop_delete(void*) {}
 
 // Replaces torch's CPU allocator: while a musa op runs on this thread, CPU
-// allocations (the kernel's outputs and scratch) come from musa memory;
-// otherwise they go to the original CPU allocator untouched.
-//
-// Musa-backed blocks are CPU DataPtrs whose context is the data pointer
-// itself (Allocator::raw_allocate requires that), found again in a table.
+// allocations (the kernel's outputs and scratch) are musa blocks lent as CPU
+// DataPtrs (see routed_blocks.h); otherwise they go to the original CPU
+// allocator untouched.
 class RoutingCpuAllocator final : public c10::Allocator {
  public:
   explicit RoutingCpuAllocator(c10::Allocator* original) : original_(original) {}
@@ -41,10 +36,7 @@ class RoutingCpuAllocator final : public c10::Allocator {
     c10::DataPtr musa = allocator::get()->allocate(n);
     void* p = musa.get();
     if (!p) return c10::DataPtr(nullptr, nullptr, &route_delete, c10::Device(c10::DeviceType::CPU));
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      blocks_.emplace(p, std::move(musa));
-    }
+    routed_blocks::lend(std::move(musa));
     return c10::DataPtr(p, p, &route_delete, c10::Device(c10::DeviceType::CPU));
   }
   c10::DeleterFnPtr raw_deleter() const override { return &route_delete; }
@@ -53,31 +45,18 @@ class RoutingCpuAllocator final : public c10::Allocator {
   // Frees a musa-backed block, or hands a raw pointer of the original allocator back to it.
   static void route_delete(void* p);
 
-  // Takes the musa DataPtr behind `p` out of the table (null DataPtr if unknown).
-  c10::DataPtr take(void* p) {
-    std::lock_guard<std::mutex> g(mu_);
-    auto it = blocks_.find(p);
-    if (it == blocks_.end()) return c10::DataPtr();
-    c10::DataPtr d = std::move(it->second);
-    blocks_.erase(it);
-    return d;
-  }
-
   c10::Allocator* original() const { return original_; }
 
  private:
   c10::Allocator* original_;
-  std::mutex mu_;
-  ska::flat_hash_map<void*, c10::DataPtr> blocks_;  // flat: no node allocation per op
 };
 
 RoutingCpuAllocator* routing_allocator();
 
 void RoutingCpuAllocator::route_delete(void* p) {
   if (!p) return;
-  auto* self = routing_allocator();
-  c10::DataPtr musa = self->take(p);
-  if (!musa.get()) self->original_->raw_deleter()(p);
+  c10::DataPtr musa = routed_blocks::take(p);
+  if (!musa.get()) routing_allocator()->original()->raw_deleter()(p);
   // `musa` going out of scope returns the block to the musa allocator.
 }
 
@@ -105,7 +84,7 @@ class HostKernelDevice final : public KernelDevice {
 
   bool adopt(c10::DataPtr& ptr, c10::DeviceIndex index) override {
     if (ptr.get_deleter() != &RoutingCpuAllocator::route_delete || !ptr.get()) return false;
-    c10::DataPtr musa = routing_allocator()->take(ptr.get());
+    c10::DataPtr musa = routed_blocks::take(ptr.get());
     if (!musa.get()) return false;
     (void)ptr.release_context();  // ownership moved to `musa`
     ptr = std::move(musa);
@@ -124,6 +103,7 @@ class HostKernelDevice final : public KernelDevice {
   void end(const ScopeState& st) override {
     c10::DeviceIndex index = t_delegating;
     t_delegating = st.prev_delegating;
+    routed_blocks::end_op();
     if (st.prev_device != index) (void)musaSetDevice(st.prev_device);
   }
 
@@ -153,6 +133,8 @@ c10::Storage non_owning_alias(const c10::Storage& musa, c10::Device device, c10:
       c10::StorageImpl::use_byte_size_t(), impl->nbytes(),
       c10::DataPtr(impl->data_ptr().get(), nullptr, &noop_delete, device), grow, impl->resizable()));
 }
+
+bool is_non_owning_alias(const c10::Storage& s) { return s.data_ptr().get_deleter() == &noop_delete; }
 
 KernelDevice& kernel_device() {
   static KernelDevice* kd = []() -> KernelDevice* {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build torch_musa with the cuda driver, run the test suite
 # on the GPU (TORCH_MUSA_DRIVER=cuda), then the benchmarks. Logs go to $OUT.
-#   bash bench/gpu_suite.sh [build|tests|bench|opinfo|alloc|all]...
+#   bash bench/gpu_suite.sh [build|tests|bench|opinfo|overhead|alloc|all]...
 set -u
 OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
@@ -43,6 +43,9 @@ if has opinfo; then
 fi
 if has bench; then
   timeout ${BENCH_TIMEOUT:-400} python3 bench/gpu_bench.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -8
+fi
+if has overhead; then
+  timeout ${OVERHEAD_TIMEOUT:-120} python3 bench/op_overhead.py 2>&1 | tee "$OUT/overhead.log" | tail -8
 fi
 if has alloc; then
   timeout ${ALLOC_TIMEOUT:-200} python3 bench/alloc_bench.py --quick 2>&1 | tee "$OUT/alloc.log" | tail -12

@@ -1,0 +1,90 @@
+"""Per-op CPU overhead of musa against the native device, split by op shape.
+
+    python3 bench/op_overhead.py [--n 2000] [--rounds 5]
+
+Each row times a chain of tiny ops (256 floats, so kernels cost nothing and
+the CPU path is all that is measured) and prints us/op for the native device
+(CPU on the host driver, CUDA on the cuda driver) and for musa, and their
+difference. The rows separate the costs: an in-place op allocates nothing;
+an out-of-place one adds an output allocation; `empty` is the factory alone.
+"""
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+import torch_musa  # noqa: F401
+
+
+def chain_us(fn, sync, n, rounds):
+    fn(50)
+    sync()
+    best = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn(n)
+        sync()
+        best.append((time.perf_counter() - t0) / n * 1e6)
+    return statistics.median(best)
+
+
+def variants(dev):
+    x = torch.randn(256, device=dev)
+    z = torch.randn(256, device=dev)
+
+    def mul_scalar(n):
+        y = x
+        for _ in range(n):
+            y = y * 1.0001
+
+    def mul_tensor(n):
+        y = x
+        for _ in range(n):
+            y = y * z
+
+    def mul_inplace(n):
+        y = x.clone()
+        for _ in range(n):
+            y.mul_(1.0001)
+
+    def add_out(n):
+        out = torch.empty_like(x)
+        for _ in range(n):
+            torch.add(x, z, out=out)
+
+    def empty(n):
+        for _ in range(n):
+            torch.empty(256, device=dev)
+
+    def view(n):
+        for _ in range(n):
+            x.view(16, 16)
+
+    return [("y * 1.0001", mul_scalar), ("y * z", mul_tensor), ("y.mul_(1.0001)", mul_inplace),
+            ("add(x, z, out=)", add_out), ("empty(256)", empty), ("x.view(16, 16)", view)]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    driver = torch.musa.get_driver_name()
+    native = "cuda" if driver == "cuda" else "cpu"
+    if native == "cuda" and not torch.cuda.is_available():
+        sys.exit("the cuda driver is active but torch.cuda is not available")
+    sync = {"cpu": lambda: None, "cuda": torch.cuda.synchronize}[native]
+    print(f"musa driver: {driver}; native reference: {native}; {args.n} ops x {args.rounds} rounds (median)")
+    print(f"{'op':<18} {'native us/op':>12} {'musa us/op':>11} {'extra us':>9} {'ratio':>6}")
+    rows_n, rows_m = variants(native), variants("musa")
+    for (name, fn_n), (_, fn_m) in zip(rows_n, rows_m):
+        # alternate so drift on a noisy machine hits both sides alike
+        a = min(chain_us(fn_n, sync, args.n, args.rounds), chain_us(fn_n, sync, args.n, args.rounds))
+        b = min(chain_us(fn_m, torch.musa.synchronize, args.n, args.rounds),
+                chain_us(fn_m, torch.musa.synchronize, args.n, args.rounds))
+        print(f"{name:<18} {a:>12.2f} {b:>11.2f} {b - a:>9.2f} {b / a:>6.2f}")
+
+
+if __name__ == "__main__":
+    main()
