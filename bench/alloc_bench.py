@@ -180,7 +180,7 @@ def child(backend, mode, trace, quick):
         free(alloc(4 * MiB))
     hot = (time.perf_counter() - t1) / hot_n * 1e6
     return {"peak_reserved": peak_res, "peak_allocated": peak_alloc, "us_per_pair": dt / n_alloc * 1e6,
-            "hot_us_per_pair": hot, "allocs": n_alloc}
+            "hot_us_per_pair": hot, "allocs": n_alloc, "device_allocs": stats.get("num_device_alloc", 0)}
 
 
 def run_child(backend, mode, trace, quick):
@@ -219,7 +219,7 @@ def main():
     print(f"alloc_bench: musa driver = {driver}; torch.cuda comparison: {'yes' if 'cuda' in backends else 'no'}"
           f"{' (quick)' if quick else ''}")
     hdr = f"{'trace':<8} {'allocator':<24} {'allocs':>7} {'peak alloc':>11} {'peak resv':>11} {'resv/alloc':>10} " \
-          f"{'us/pair':>8} {'hot us/pair':>11}"
+          f"{'us/pair':>8} {'hot us/pair':>11} {'dev allocs':>10}"
     print(hdr)
     print("-" * len(hdr))
     for trace in TRACES:
@@ -233,7 +233,7 @@ def main():
                 ratio = r["peak_reserved"] / max(1, r["peak_allocated"])
                 print(f"{trace:<8} {name:<24} {r['allocs']:>7} {r['peak_allocated'] / MiB:>9.0f}Mi "
                       f"{r['peak_reserved'] / MiB:>9.0f}Mi {ratio:>10.3f} {r['us_per_pair']:>8.2f} "
-                      f"{r['hot_us_per_pair']:>11.2f}", flush=True)
+                      f"{r['hot_us_per_pair']:>11.2f} {r['device_allocs']:>10}", flush=True)
 
 
 if __name__ == "__main__":
