@@ -2,15 +2,18 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
 #include "device.h"
 
 namespace torch_musa::allocator {
 
-ExpandableSegment::ExpandableSegment(c10::DeviceIndex device, void* stream, size_t virtual_size)
+ExpandableSegment::ExpandableSegment(c10::DeviceIndex device, void* stream, size_t virtual_size, size_t min_page)
     : device_(device), stream_(stream) {
   size_t g = 0;
   TORCH_CHECK(musaMemGetAllocationGranularity(&g, device) == musaSuccess && g > 0,
               "musa expandable segments: cannot query the allocation granularity: ", musaGetLastErrorMessage());
+  g = (std::max(min_page, g) + g - 1) / g * g;
   page_ = g;
   size_t n = (virtual_size + g - 1) / g;
   void* p = nullptr;

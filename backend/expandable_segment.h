@@ -18,8 +18,9 @@ namespace torch_musa::allocator {
 class ExpandableSegment {
  public:
   // Reserves `virtual_size` bytes (rounded up to the page size) on `device`.
-  // Throws c10::Error if the range cannot be reserved.
-  ExpandableSegment(c10::DeviceIndex device, void* stream, size_t virtual_size);
+  // A page is `min_page` bytes rounded up to the device's allocation
+  // granularity. Throws c10::Error if the range cannot be reserved.
+  ExpandableSegment(c10::DeviceIndex device, void* stream, size_t virtual_size, size_t min_page);
   ~ExpandableSegment();
   ExpandableSegment(const ExpandableSegment&) = delete;
   ExpandableSegment& operator=(const ExpandableSegment&) = delete;
