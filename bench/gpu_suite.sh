@@ -45,7 +45,7 @@ if has bench; then
   timeout ${BENCH_TIMEOUT:-400} python3 bench/gpu_bench.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -8
 fi
 if has overhead; then
-  timeout ${OVERHEAD_TIMEOUT:-120} python3 bench/op_overhead.py 2>&1 | tee "$OUT/overhead.log" | tail -8
+  timeout ${OVERHEAD_TIMEOUT:-120} python3 bench/op_overhead.py ${OVERHEAD_ARGS:-} 2>&1 | tee "$OUT/overhead.log" | tail -8
 fi
 if has alloc; then
   timeout ${ALLOC_TIMEOUT:-200} python3 bench/alloc_bench.py --quick 2>&1 | tee "$OUT/alloc.log" | tail -12
