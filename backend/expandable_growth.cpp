@@ -1,0 +1,159 @@
+// Expandable segments inside the caching allocator: which segment serves a
+// request, how a segment grows in place, and how cached pages are given back
+// (unmapped) so reserved memory follows allocated memory.
+#include "device_caching_allocator.h"
+
+namespace torch_musa::allocator {
+namespace detail {
+
+ExpandableSegment* DeviceCachingAllocator::segment_for(BlockPool& pool, musaStream_t stream, size_t size) {
+  size_t page = pool.is_small ? kSmallBuffer : expandable_page_for(size);
+  auto key = std::make_tuple(static_cast<void*>(stream), &pool, page);
+  auto it = expandable_.find(key);
+  if (it != expandable_.end()) return it->second.get();
+  // Reserve the device's whole capacity: address space is cheap, and the
+  // segment can then grow in place as far as physical memory allows.
+  auto seg = std::make_unique<ExpandableSegment>(device_, stream, total_memory(), page);
+  auto* b = new Block(device_, stream, seg->virtual_size(), &pool, seg->base());
+  b->mapped = false;
+  b->expandable = seg.get();
+  pool.unmapped.insert(b);
+  return expandable_.emplace(key, std::move(seg)).first->second.get();
+}
+
+void DeviceCachingAllocator::insert_unmapped(Block* b) {
+  // merge with unmapped free neighbours
+  for (Block* nb : {b->prev, b->next}) {
+    if (!nb || nb->mapped || !nb->is_free()) continue;
+    b->pool->unmapped.erase(nb);
+    absorb(b, nb);
+  }
+  b->pool->unmapped.insert(b);
+}
+
+void DeviceCachingAllocator::segment_mapped_changed(ExpandableSegment* seg, BlockPool& pool, size_t before) {
+  size_t after = seg->mapped_bytes();
+  if (before == 0 && after > 0) update(stats_.segment, pool.is_small, 1);
+  if (before > 0 && after == 0) update(stats_.segment, pool.is_small, -1);
+  add_reserved(pool, static_cast<int64_t>(after) - static_cast<int64_t>(before));
+}
+
+size_t DeviceCachingAllocator::unmap_free_block(Block* b, bool keep_spare, size_t max_bytes) {
+  ExpandableSegment* seg = b->expandable;
+  size_t page = seg->page_size();
+  size_t off = static_cast<size_t>(b->ptr - seg->base());
+  size_t start = (off + page - 1) / page * page, end = (off + b->size) / page * page;
+  if (end > start && max_bytes < end - start) start = end - (max_bytes + page - 1) / page * page;
+  if (end <= start) {
+    insert_free(b);
+    return 0;
+  }
+  BlockPool& pool = *b->pool;
+  Block* mid = b;
+  if (start > off) mid = split_at(b, start - off), insert_free(b);
+  if (start + mid->size > end) insert_free(split_at(mid, end - start));
+  size_t before = seg->mapped_bytes();
+  size_t n = seg->unmap(start, end - start, keep_spare);
+  stats_.num_device_free += static_cast<int64_t>(n);
+  segment_mapped_changed(seg, pool, before);
+  trace(TraceAction::SEGMENT_UNMAP, mid->ptr, mid->size, mid->stream, pool, nullptr, 99);
+  mid->mapped = false;
+  insert_unmapped(mid);
+  return n * page;
+}
+
+void DeviceCachingAllocator::reclaim(ExpandableSegment* seg, BlockPool& pool, size_t bytes, Block* keep) {
+  std::vector<Block*> cands;
+  for (auto it = pool.blocks.rbegin(); it != pool.blocks.rend(); ++it)
+    if ((*it)->expandable && (*it)->stream == seg->stream() && *it != keep) cands.push_back(*it);
+  std::sort(cands.begin(), cands.end(), [](Block* a, Block* b) { return a->size > b->size; });
+  size_t done = 0;
+  for (Block* b : cands) {
+    if (done >= bytes) break;
+    pool.blocks.erase(b);
+    note_free_removed(b);
+    done += unmap_free_block(b, /*keep_spare=*/b->expandable == seg, bytes - done);
+  }
+}
+
+Block* DeviceCachingAllocator::alloc_expandable(BlockPool& pool, musaStream_t stream, size_t size, std::string* why, bool* over_limit) {
+  ExpandableSegment* seg = segment_for(pool, stream, size);
+  Block* b = grow_expandable(seg, pool, stream, size, why, over_limit);
+  seg->release_spares();  // physical pages moved by reclaim() and not mapped again
+  return b;
+}
+
+Block* DeviceCachingAllocator::grow_expandable(ExpandableSegment* seg, BlockPool& pool, musaStream_t stream, size_t size, std::string* why, bool* over_limit) {
+  size_t page = seg->page_size();
+  auto pick = [&](Block** head, size_t* map_len) -> Block* {
+    // Prefer growing the largest cached block that an unmapped range follows
+    // (fewest new pages); else the best-fitting unmapped range.
+    Block* u = nullptr;
+    *head = nullptr;
+    Block hi(device_, stream, static_cast<size_t>(-1), &pool, nullptr);
+    for (auto it = pool.blocks.lower_bound(&hi); it != pool.blocks.begin();) {
+      Block* b = *--it;
+      if (b->stream != stream) break;
+      Block* n = b->next;
+      if (b->expandable == seg && n && !n->mapped && n->is_free() && b->size + n->size >= size) {
+        *head = b;
+        u = n;
+        break;
+      }
+    }
+    if (!u) {
+      Block key(device_, stream, size, &pool, nullptr);
+      auto it = pool.unmapped.lower_bound(&key);
+      while (it != pool.unmapped.end() && (*it)->stream == stream && (*it)->expandable != seg) ++it;
+      if (it == pool.unmapped.end() || (*it)->stream != stream) return nullptr;
+      u = *it;
+      Block* p = u->prev;
+      *head = (p && p->mapped && p->is_free() && p->expandable == seg) ? p : nullptr;
+    }
+    size_t need = size - (*head ? std::min(size, (*head)->size) : 0);
+    *map_len = (need + page - 1) / page * page;
+    return u;
+  };
+  Block* head = nullptr;
+  size_t map_len = 0;
+  Block* u = pick(&head, &map_len);
+  if (!u) return nullptr;
+  // Keep peak reserved at peak in use: when the new pages would raise the
+  // reserved high-water mark, first give back that many cached pages of this
+  // segment. Below the mark, cached pages stay mapped, which spares the
+  // map/unmap churn (each page costs driver calls) on steady-state traces.
+  size_t peak = static_cast<size_t>(stats_.reserved_bytes[0].peak);
+  if (map_len && reserved() + map_len > peak) {
+    reclaim(seg, pool, reserved() + map_len - peak, head);
+    u = pick(&head, &map_len);
+    if (!u) return nullptr;
+  }
+  *over_limit = limit_ && reserved() + map_len > limit_;
+  if (*over_limit) {
+    num_oom_rejections_++;
+    return nullptr;
+  }
+  Block* b = nullptr;
+  if (map_len) {
+    size_t off = static_cast<size_t>(u->ptr - seg->base());
+    size_t before = seg->mapped_bytes(), count = 0;
+    if (!seg->map(off, map_len, &count, why)) return nullptr;
+    stats_.num_device_alloc += static_cast<int64_t>(count);
+    segment_mapped_changed(seg, pool, before);
+    pool.unmapped.erase(u);
+    if (map_len < u->size) pool.unmapped.insert(split_at(u, map_len));
+    trace(TraceAction::SEGMENT_MAP, u->ptr, map_len, stream, pool, nullptr, 99);
+    u->mapped = true;
+    b = u;
+  }
+  if (head) {
+    pool.blocks.erase(head);
+    note_free_removed(head);
+    if (b) absorb(head, b);
+    b = head;
+  }
+  return b;
+}
+
+}  // namespace detail
+}  // namespace torch_musa::allocator
