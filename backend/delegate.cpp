@@ -21,26 +21,18 @@
 #include "device.h"
 #include "generator.h"
 #include "kernel_device.h"
+#include "delegation.h"
 
 namespace torch_musa {
 namespace {
-
-constexpr auto kMusa = c10::DeviceType::PrivateUse1;
 
 std::mutex g_counts_mu;
 std::unordered_map<std::string, int64_t> g_copy_counts;
 std::atomic<int64_t> g_delegated{0};
 
-void count_copy_path(const c10::OperatorHandle& op);
+}  // namespace
 
-// What the fallback needs to know about an op, computed once per schema.
-struct OpTraits {
-  std::vector<size_t> written_args;  // arguments the op mutates (self in add_, out=)
-  std::vector<size_t> generator_args;
-  bool seeded_without_generator = false;  // random op that would use the default generator
-  bool allows_cpu_indices = false;        // index ops accept cpu index tensors, as on CUDA
-  bool cpu_only = false;                  // the kernel device has no kernel; only the CPU has
-};
+namespace op_layer {
 
 const OpTraits& traits_of(const c10::OperatorHandle& op) {
   static std::mutex mu;
@@ -85,8 +77,6 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
               "; move it with .to('", a, "'). Only 0-dim cpu tensors may be mixed with musa tensors.)");
 }
 
-// Applies `fn` to every tensor in an argument or result: a tensor, a tensor
-// list, or a list of optional tensors (index lists). Other values pass through.
 c10::IValue map_tensors(const c10::IValue& v, c10::function_ref<at::Tensor(const at::Tensor&)> fn) {
   if (v.isTensor()) return fn(v.toTensor());
   if (v.isTensorList()) {
@@ -109,8 +99,6 @@ c10::IValue map_tensors(const c10::IValue& v, c10::function_ref<at::Tensor(const
   return v;
 }
 
-// A tensor of dispatch key `key` over `storage` with the layout (sizes,
-// strides, offset, conj/neg bits) of `like`: how musa tensors are aliased.
 at::Tensor tensor_over(c10::Storage storage, const at::Tensor& like, c10::DispatchKey key) {
   auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key), like.dtype());
   impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
@@ -119,279 +107,24 @@ at::Tensor tensor_over(c10::Storage storage, const at::Tensor& like, c10::Dispat
   return at::Tensor(std::move(impl));
 }
 
-// Recently made kernel-device aliases, per thread. An alias depends only on
-// the memory and layout it describes, so one whose memory, size, layout and
-// dtype still equal those of the musa tensor being aliased is reused as is:
-// making and destroying a TensorImpl and a StorageImpl per input is a large
-// share of a small op's cost. Only aliases nothing else references are
-// reused (a kernel may have kept one), and they never own memory.
-class AliasCache {
- public:
-  at::Tensor* find(const at::Tensor& musa, c10::DispatchKey key) {
-    at::Tensor& a = slots_[slot_of(musa)];
-    return a.defined() && reusable(a, musa, key) ? &a : nullptr;
-  }
-  void put(const at::Tensor& musa, const at::Tensor& alias) { slots_[slot_of(musa)] = alias; }
+AliasCache& alias_cache() {
+  thread_local AliasCache cache;
+  return cache;
+}
 
- private:
-  static constexpr size_t kSlots = 16;
-  static size_t slot_of(const at::Tensor& t) {
-    auto p = reinterpret_cast<uintptr_t>(t.unsafeGetTensorImpl()->storage().data()) +
-             static_cast<uintptr_t>(t.storage_offset());
-    return (p >> 8 ^ p >> 4) % kSlots;
-  }
-  static bool reusable(const at::Tensor& a, const at::Tensor& t, c10::DispatchKey key) {
-    const c10::TensorImpl* ai = a.unsafeGetTensorImpl();
-    const c10::TensorImpl* ti = t.unsafeGetTensorImpl();
-    const c10::Storage& as = ai->storage();
-    const c10::Storage& ts = ti->storage();
-    return a.use_count() == 1 && as.use_count() == 1 && ai->key_set().has(key) && as.data() == ts.data() &&
-           as.nbytes() == ts.nbytes() && as.resizable() == ts.resizable() && is_non_owning_alias(as) &&
-           ai->dtype() == ti->dtype() && ai->storage_offset() == ti->storage_offset() &&
-           ai->sizes() == ti->sizes() && ai->strides() == ti->strides() && ai->is_conj() == ti->is_conj() &&
-           ai->is_neg() == ti->is_neg();
-  }
-  at::Tensor slots_[kSlots];
-};
-
-thread_local AliasCache t_alias_cache;
-
-// One delegated op call: the aliases it made and how to map results back.
-class Delegation {
- public:
-  Delegation(const c10::OperatorHandle& op, KernelDevice& kd) : op_(op), kd_(kd) {}
-
-  c10::DeviceIndex device = -1;
-
-  void note_device(const at::Tensor& t, const std::string& arg, bool cpu_ok) {
-    if (!t.defined()) return;
-    auto d = t.device();
-    if (d.type() == kMusa) {
-      if (device < 0) {
-        device = d.index();
-        first_ = d;
-      } else if (d.index() != device) {
-        device_mismatch(op_, first_, d, arg);
-      }
-    } else if (d.is_cpu()) {
-      if (t.dim() != 0 && !cpu_ok) pending_cpu_.emplace_back(arg);
-    } else {
-      pending_other_.emplace_back(arg, d);
-    }
-  }
-
-  void check_mixing() {
-    if (device < 0) return;  // no musa tensor: nothing to mix with
-    if (!pending_other_.empty()) device_mismatch(op_, first_, pending_other_[0].second, pending_other_[0].first);
-    if (!pending_cpu_.empty()) device_mismatch(op_, first_, c10::Device(c10::DeviceType::CPU), pending_cpu_[0]);
-  }
-
-  bool storage_aliased(const c10::Storage& s) const {
-    for (auto& e : storages_)
-      if (e.musa.unsafeGetStorageImpl() == s.unsafeGetStorageImpl()) return true;
-    return false;
-  }
-
-  c10::Storage alias_storage(const c10::Storage& s) {
-    auto* impl = s.unsafeGetStorageImpl();
-    for (auto& e : storages_)
-      if (e.musa.unsafeGetStorageImpl() == impl) return e.alias;
-    storages_.push_back({s, kd_.alias_storage(s), impl->data_ptr().get()});
-    return storages_.back().alias;
-  }
-
-  at::Tensor alias(const at::Tensor& t) {
-    if (!t.defined() || t.device().type() != kMusa) {
-      // cpu scalars (and cpu index tensors) go to the kernel device as they are;
-      // the cuda kernel device needs index tensors on the GPU.
-      if (t.defined() && t.dim() != 0 && kd_.type() != c10::DeviceType::CPU && t.device().is_cpu())
-        return t.to(kd_.device_for(device));
-      return t;
-    }
-    for (auto& e : tensors_)
-      if (e.second.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return e.first;
-    at::Tensor* cached = storage_aliased(t.storage()) ? nullptr : t_alias_cache.find(t, kd_.dispatch_key());
-    if (cached) {  // (one alias storage per musa storage within a call, so a view shares it)
-      const c10::Storage& s = cached->storage();
-      storages_.push_back({t.storage(), s, s.data()});
-      tensors_.emplace_back(*cached, t);
-      return *cached;
-    }
-    at::Tensor a = tensor_over(alias_storage(t.storage()), t, kd_.dispatch_key());
-    tensors_.emplace_back(a, t);
-    t_alias_cache.put(t, a);
-    return a;
-  }
-
-  c10::IValue alias_value(const c10::IValue& v) {
-    if (v.isStorage()) {
-      auto s = v.toStorage();
-      if (s.device_type() == kMusa) return alias_storage(s);
-      return v;
-    }
-    if (v.isDevice() && v.toDevice().type() == kMusa) {
-      if (device < 0) device = v.toDevice().has_index() ? v.toDevice().index() : current_device();
-      return kd_.device_for(device);
-    }
-    return map_tensors(v, [this](const at::Tensor& t) { return alias(t); });
-  }
-
-  // After the kernel: carries what the op did to written arguments (resize_,
-  // set_) back to their musa tensors.
-  void sync_written(const OpTraits& traits, c10::ArrayRef<c10::IValue> originals) {
-    for (size_t idx : traits.written_args) {
-      const auto& v = originals[idx];
-      if (v.isTensor()) sync_tensor(v.toTensor());
-      else if (v.isTensorList())
-        for (const at::Tensor& t : v.toTensorList()) sync_tensor(t);
-    }
-  }
-
-  c10::IValue to_musa_value(const c10::IValue& v) {
-    if (v.isStorage() && v.toStorage().device_type() == kd_.type()) {
-      return to_musa_storage(v.toStorage());
-    }
-    return map_tensors(v, [this](const at::Tensor& t) { return to_musa(t); });
-  }
-
- private:
-  struct StorageAlias {
-    c10::Storage musa;
-    c10::Storage alias;
-    const void* original_data;
-  };
-
-  // Maps a kernel-device storage back to musa: an alias of an input's
-  // storage, memory the op allocated from musa (adopted), or a copy.
-  c10::Storage to_musa_storage(const c10::Storage& s) {
-    auto* impl = s.unsafeGetStorageImpl();
-    for (auto& e : storages_) {
-      if (e.alias.unsafeGetStorageImpl() != impl) continue;
-      if (impl->data_ptr().get() != e.original_data) {  // the op grew it (resize_)
-        adopt_into(*e.musa.unsafeGetStorageImpl(), *impl);
-        e.original_data = impl->data_ptr().get();
-      }
-      return e.musa;
-    }
-    for (auto& e : fresh_)
-      if (e.first.unsafeGetStorageImpl() == impl) return e.second;
-    auto musa = c10::Storage(c10::make_intrusive<c10::StorageImpl>(
-        c10::StorageImpl::use_byte_size_t(), impl->nbytes(), c10::DataPtr(), allocator::get(), true));
-    adopt_into(*musa.unsafeGetStorageImpl(), *impl);
-    fresh_.emplace_back(s, musa);
-    return musa;
-  }
-
-  // Moves (or, when impossible, copies) the kernel-device memory of `from` into `to`.
-  void adopt_into(c10::StorageImpl& to, c10::StorageImpl& from) {
-    c10::DataPtr& dp = from.mutable_data_ptr();
-    size_t n = from.nbytes();
-    if (dp.get() == nullptr || n == 0) {
-      to.set_data_ptr_noswap(allocator::get()->allocate(0));
-      to.set_nbytes(0);
-      return;
-    }
-    c10::DataPtr taken = std::move(dp);
-    if (kd_.adopt(taken, device)) {
-      // The kernel-device storage keeps a non-owning view for the rest of this call.
-      from.set_data_ptr_noswap(c10::DataPtr(taken.get(), kd_.device_for(device)));
-      to.set_data_ptr_noswap(std::move(taken));
-      to.set_nbytes(n);
-      return;
-    }
-    // Memory the musa allocator did not provide (e.g. a library's own
-    // buffer): copy it into musa memory and count the op.
-    from.set_data_ptr_noswap(std::move(taken));
-    DeviceScope scope(device);
-    c10::Storage fresh(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), n,
-                                                            allocator::get()->allocate(n), allocator::get(), true));
-    auto bytes = at::TensorOptions().dtype(at::kByte);
-    at::Tensor src = at::from_blob(from.mutable_data(), {static_cast<int64_t>(n)}, bytes.device(from.device()));
-    at::Tensor dst = at::from_blob(fresh.mutable_data(), {static_cast<int64_t>(n)}, bytes.device(kd_.device_for(device)));
-    dst.copy_(src);
-    to.set_data_ptr_noswap(std::move(fresh.unsafeGetStorageImpl()->mutable_data_ptr()));
-    to.set_nbytes(n);
-    count_copy_path(op_);
-  }
-
-  at::Tensor musa_tensor_like(const at::Tensor& out, c10::Storage storage) {
-    auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                                     out.dtype());
-    impl->set_sizes_and_strides(out.sizes(), out.strides(), out.storage_offset());
-    return at::Tensor(std::move(impl));
-  }
-
-  at::Tensor to_musa(const at::Tensor& out) {
-    if (!out.defined() || out.device().type() != kd_.type()) return out;
-    TORCH_CHECK_NOT_IMPLEMENTED(out.layout() == c10::kStrided, op_.schema().name(), " would return a ", out.layout(),
-                                " tensor: musa stores strided tensors only; run it on the cpu "
-                                "(x.cpu()) if you need that layout");
-    for (auto& e : tensors_)
-      if (e.first.unsafeGetTensorImpl() == out.unsafeGetTensorImpl()) return e.second;  // in-place: self
-    if (device < 0) device = current_device();
-    if (become_musa(out)) return out;
-    return musa_tensor_like(out, to_musa_storage(out.storage()));
-  }
-
-  // A fresh output that nothing else references (the common case) is turned
-  // into a musa tensor in place: its memory is already musa memory, so only
-  // the storage's DataPtr/allocator and the tensor's device keys change. This
-  // saves a TensorImpl and a StorageImpl per op. Returns false (nothing
-  // changed) when the output is shared, an alias of an input, or not memory
-  // the musa allocator provided.
-  bool become_musa(const at::Tensor& out) {
-    c10::TensorImpl* impl = out.unsafeGetTensorImpl();
-    if (out.use_count() != 1 || out.weak_use_count() != 1 || !impl->has_storage() ||
-        typeid(*impl) != typeid(c10::TensorImpl) || impl->key_set().has(c10::DispatchKey::Python))
-      return false;
-    const c10::Storage& storage = impl->storage();
-    c10::StorageImpl* simpl = storage.unsafeGetStorageImpl();
-    if (storage.use_count() != 1 || typeid(*simpl) != typeid(c10::StorageImpl) || !simpl->data_ptr().get())
-      return false;
-    for (auto& e : storages_)
-      if (e.alias.unsafeGetStorageImpl() == simpl) return false;
-    c10::DataPtr taken = std::move(simpl->mutable_data_ptr());
-    if (!kd_.adopt(taken, device)) {
-      simpl->set_data_ptr_noswap(std::move(taken));
-      return false;
-    }
-    simpl->set_data_ptr_noswap(std::move(taken));
-    simpl->set_allocator(allocator::get());
-    impl->set_storage_keep_dtype(storage);  // device_opt_ follows the storage
-    impl->_change_backend_component_keys(simpl->device());
-    return true;
-  }
-
-  void sync_tensor(const at::Tensor& musa) {
-    if (!musa.defined() || musa.device().type() != kMusa) return;
-    for (auto& e : tensors_) {
-      if (e.second.unsafeGetTensorImpl() != musa.unsafeGetTensorImpl()) continue;
-      auto* a = e.first.unsafeGetTensorImpl();
-      auto* m = e.second.unsafeGetTensorImpl();
-      c10::Storage target = to_musa_storage(a->storage());
-      if (target.unsafeGetStorageImpl() != m->storage().unsafeGetStorageImpl()) m->set_storage_keep_dtype(target);
-      if (a->sizes() != m->sizes() || a->strides() != m->strides() || a->storage_offset() != m->storage_offset())
-        m->set_sizes_and_strides(a->sizes(), a->strides(), a->storage_offset());
-    }
-  }
-
-  const c10::OperatorHandle& op_;
-  KernelDevice& kd_;
-  c10::Device first_{kMusa, 0};
-  // Small inline vectors: most ops touch a handful of tensors, and heap
-  // allocations here are a measurable share of a small op's cost.
-  c10::SmallVector<std::string, 1> pending_cpu_;
-  c10::SmallVector<std::pair<std::string, c10::Device>, 1> pending_other_;
-  c10::SmallVector<StorageAlias, 4> storages_;
-  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 4> tensors_;  // alias -> musa
-  c10::SmallVector<std::pair<c10::Storage, c10::Storage>, 2> fresh_;  // kernel-device -> musa
-};
+void note_delegated() { g_delegated.fetch_add(1, std::memory_order_relaxed); }
 
 void count_copy_path(const c10::OperatorHandle& op) {
   const auto& schema = op.schema();
   std::lock_guard<std::mutex> g(g_counts_mu);
   g_copy_counts[schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name()]++;
 }
+
+}  // namespace op_layer
+
+namespace {
+
+using namespace op_layer;
 
 // Ops the kernel device has no kernel for (e.g. histogram on CUDA) still
 // work: inputs are copied to the CPU, the CPU kernel runs, results are
@@ -439,7 +172,7 @@ void run_on_cpu_by_copy(const c10::OperatorHandle& op, const OpTraits& traits, t
 }
 
 void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
-  g_delegated.fetch_add(1, std::memory_order_relaxed);
+  note_delegated();
   KernelDevice& kd = kernel_device();
   const OpTraits& traits = traits_of(op);
   const auto& args = op.schema().arguments();
@@ -476,8 +209,12 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   }
 
   // Keep the musa arguments alive and known while the stack holds aliases.
-  c10::SmallVector<c10::IValue, 8> originals(stack->begin() + base, stack->end());
-  for (size_t i = 0; i < nargs; ++i) (*stack)[base + i] = call.alias_value((*stack)[base + i]);
+  c10::SmallVector<c10::IValue, 8> originals;
+  originals.reserve(nargs);
+  for (size_t i = 0; i < nargs; ++i) {
+    originals.push_back(std::move((*stack)[base + i]));
+    (*stack)[base + i] = call.alias_value(originals.back());
+  }
   if (call.device < 0) call.device = current_device();
 
   for (size_t idx : traits.generator_args) {
@@ -524,6 +261,10 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
 
 }  // namespace
 
+void op_layer::boxed_delegate(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  musa_fallback(op, ks, stack);
+}
+
 KernelDeviceCallGuard::KernelDeviceCallGuard() : guard_(above_backend()) {}
 
 c10::DispatchKeySet KernelDeviceCallGuard::above_backend() {
@@ -563,11 +304,16 @@ void delegate_structured_ops() {
       // one: PrivateUse1 would get the composite (e.g. layer norm built from
       // batch norm), a different algorithm from the kernel device's.
       bool structured = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
-      bool device_specific = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
-                             (op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
-                              op->hasKernelForDispatchKey(c10::DispatchKey::CUDA));
-      if (!structured && !device_specific) continue;
+      bool device_kernel = op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+                           op->hasKernelForDispatchKey(c10::DispatchKey::CUDA);
+      bool device_specific = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) && device_kernel;
       std::string qualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+      // Pointwise ops of the common shapes take the unboxed fast path (not
+      // composites: those decompose above the backend, autograd included).
+      if (device_kernel && !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
+          op_layer::delegate_unboxed(*lib, *op, qualified))
+        continue;
+      if (!structured && !device_specific) continue;
       lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&musa_fallback>());
     }
   });

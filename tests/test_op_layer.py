@@ -99,3 +99,27 @@ def test_outputs_that_cannot_be_adopted_are_copied_and_counted(foreign_output_op
     torch.testing.assert_close(out.cpu(), _CONSTANT)
     assert _storage_ptr(out) != _CONSTANT.untyped_storage().data_ptr()
     assert torch.musa.ops.copy_path_counts() == {"musa_op_layer_test::constant": 1}
+
+
+def test_pointwise_ops_on_strided_views_match_cpu_and_write_through():
+    # Pointwise ops of the common shapes take the unboxed path (delegation.h):
+    # strided and offset views, type promotion and in-place writes into views
+    # must behave exactly as on the CPU.
+    g = torch.Generator().manual_seed(3)
+    base_c = torch.randn(6, 8, generator=g)
+    other_c = torch.randn(8, 6, generator=g).t()  # transposed: non-contiguous
+    base_m, other_m = base_c.musa(), other_c.musa()
+    for fn in (lambda a, b: a[1:, ::2] * b[1:, ::2], lambda a, b: torch.add(a, b, alpha=-0.5),
+               lambda a, b: torch.addcmul(a, a, b, value=2.0), lambda a, b: torch.where(a > b, a, b),
+               lambda a, b: a.int() + b, lambda a, b: torch.sigmoid(a[:, 3:])):
+        torch.testing.assert_close(fn(base_m, other_m).cpu(), fn(base_c, other_c))
+    # in place through a strided view: the base sees it, nothing else moves
+    view_c, view_m = base_c[::2, 1::3], base_m[::2, 1::3]
+    ptr = base_m.data_ptr()
+    view_c.mul_(other_c[::2, 1::3]).add_(1.5)
+    view_m.mul_(other_m[::2, 1::3]).add_(1.5)
+    assert base_m.data_ptr() == ptr
+    torch.testing.assert_close(base_m.cpu(), base_c)
+    # a broadcast that would resize self is refused, as on the CPU
+    with pytest.raises(RuntimeError):
+        base_m[:1].mul_(other_m)
