@@ -122,6 +122,12 @@ class MusaCachingAllocator final : public c10::DeviceAllocator {
   }
 
   size_t num_devices() const { return devices_.size(); }
+  bool owns(void* ptr) {
+    if (!initialized()) return false;
+    for (auto& d : devices_)
+      if (d->find(ptr)) return true;
+    return false;
+  }
 
   std::mutex raw_mu;
   std::unordered_map<void*, Block*> raw_blocks;
@@ -173,6 +179,8 @@ void* raw_alloc_with_stream(size_t nbytes, void* stream) {
   g_allocator.raw_blocks[b->ptr] = b;
   return b->ptr;
 }
+
+bool is_allocated_block(void* ptr) { return ptr && g_allocator.owns(ptr); }
 
 void* raw_alloc(size_t nbytes) {
   auto d = current_device();

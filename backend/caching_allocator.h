@@ -33,6 +33,8 @@ double get_memory_fraction(c10::DeviceIndex device);
 void* raw_alloc(size_t nbytes);
 void* raw_alloc_with_stream(size_t nbytes, void* stream);
 void raw_delete(void* ptr);
+// Whether `ptr` starts a block the musa allocator has handed out and not yet had back.
+bool is_allocated_block(void* ptr);
 
 // Counters torch.cuda reports that c10's DeviceStats may not carry on every
 // supported torch version.

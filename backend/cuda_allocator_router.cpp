@@ -16,9 +16,9 @@ namespace CCA = c10::cuda::CUDACachingAllocator;
 
 thread_local c10::DeviceIndex t_delegating = -1;
 
+// Only lent blocks carry this deleter (raw allocations go to torch's own allocator).
 void route_delete(void* p) {
-  // Dropping the musa DataPtr returns the block to the musa allocator.
-  if (p) (void)routed_blocks::take(p);
+  if (p) (void)routed_blocks::release(p, /*known_lent=*/true);
 }
 
 // Forwards everything to torch's native CUDA allocator except allocate()

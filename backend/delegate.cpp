@@ -211,9 +211,14 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   // Keep the musa arguments alive and known while the stack holds aliases.
   c10::SmallVector<c10::IValue, 8> originals;
   originals.reserve(nargs);
-  for (size_t i = 0; i < nargs; ++i) {
-    originals.push_back(std::move((*stack)[base + i]));
-    (*stack)[base + i] = call.alias_value(originals.back());
+  try {
+    for (size_t i = 0; i < nargs; ++i) {
+      originals.push_back(std::move((*stack)[base + i]));
+      (*stack)[base + i] = call.alias_value(originals.back());
+    }
+  } catch (...) {  // give the caller its arguments back
+    for (size_t i = 0; i < originals.size(); ++i) (*stack)[base + i] = std::move(originals[i]);
+    throw;
   }
   if (call.device < 0) call.device = current_device();
 

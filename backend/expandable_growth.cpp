@@ -53,6 +53,9 @@ size_t DeviceCachingAllocator::unmap_free_block(Block* b, bool keep_spare, size_
   if (start > off) mid = split_at(b, start - off), insert_free(b);
   if (start + mid->size > end) insert_free(split_at(mid, end - start));
   size_t before = seg->mapped_bytes();
+  // Kernels queued on the block's stream may still use these addresses: an
+  // unmap does not wait for them (torch.cuda synchronizes here too).
+  MUSA_CHECK(musaStreamSynchronize(mid->stream));
   size_t n = seg->unmap(start, end - start, keep_spare);
   stats_.num_device_free += static_cast<int64_t>(n);
   segment_mapped_changed(seg, pool, before);

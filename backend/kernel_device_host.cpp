@@ -54,10 +54,12 @@ class RoutingCpuAllocator final : public c10::Allocator {
 RoutingCpuAllocator* routing_allocator();
 
 void RoutingCpuAllocator::route_delete(void* p) {
-  if (!p) return;
-  c10::DataPtr musa = routed_blocks::take(p);
-  if (!musa.get()) routing_allocator()->original()->raw_deleter()(p);
-  // `musa` going out of scope returns the block to the musa allocator.
+  if (!p || routed_blocks::release(p, /*known_lent=*/false)) return;
+  // Not lent by this thread nor in the shared table: a block another thread's
+  // running op lent (freed when that op ends), or a raw pointer of the
+  // original allocator.
+  if (allocator::is_allocated_block(p) && routed_blocks::release(p, /*known_lent=*/true)) return;
+  routing_allocator()->original()->raw_deleter()(p);
 }
 
 RoutingCpuAllocator* routing_allocator() {

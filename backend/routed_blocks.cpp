@@ -13,15 +13,22 @@ namespace {
 // destructors have begun.
 std::mutex& g_mu = *new std::mutex();
 ska::flat_hash_map<void*, c10::DataPtr>& g_shared = *new ska::flat_hash_map<void*, c10::DataPtr>();
+// Lent blocks released by another thread while the lending op still ran.
+ska::flat_hash_set<void*>& g_orphans = *new ska::flat_hash_set<void*>();
 
-thread_local c10::SmallVector<c10::DataPtr, 4> t_lent;
+// Never destroyed either (a deleter may run after this thread's locals are gone).
+using LentList = c10::SmallVector<c10::DataPtr, 4>;
+thread_local LentList* t_lent = nullptr;
 
-}  // namespace
+LentList& lent_list() {
+  if (!t_lent) t_lent = new LentList();
+  return *t_lent;
+}
 
-void lend(c10::DataPtr musa) { t_lent.push_back(std::move(musa)); }
-
-c10::DataPtr take(void* p) {
-  auto& lent = t_lent;
+// Removes and returns the entry for `p` from this thread's list (null if absent).
+c10::DataPtr take_local(void* p) {
+  if (!t_lent) return c10::DataPtr();
+  auto& lent = *t_lent;
   for (size_t i = lent.size(); i-- > 0;) {
     if (lent[i].get() != p) continue;
     c10::DataPtr d = std::move(lent[i]);
@@ -29,23 +36,52 @@ c10::DataPtr take(void* p) {
     lent.pop_back();
     return d;
   }
+  return c10::DataPtr();
+}
+
+}  // namespace
+
+void lend(c10::DataPtr musa) { lent_list().push_back(std::move(musa)); }
+
+c10::DataPtr take(void* p) {
+  c10::DataPtr d = take_local(p);
+  if (d.get()) return d;
   std::lock_guard<std::mutex> g(g_mu);
   auto it = g_shared.find(p);
   if (it == g_shared.end()) return c10::DataPtr();
-  c10::DataPtr d = std::move(it->second);
+  d = std::move(it->second);
   g_shared.erase(it);
   return d;
 }
 
-void end_op() {
-  auto& lent = t_lent;
-  if (lent.empty()) return;
+bool release(void* p, bool known_lent) {
+  c10::DataPtr d = take_local(p);
+  if (d.get()) return true;  // `d` going out of scope frees the block
   std::lock_guard<std::mutex> g(g_mu);
-  for (auto& d : lent) {
-    void* p = d.get();
-    g_shared.emplace(p, std::move(d));
+  auto it = g_shared.find(p);
+  if (it != g_shared.end()) {
+    d = std::move(it->second);
+    g_shared.erase(it);
+    return true;  // freed on return, after the lock is released (d is destroyed after g)
   }
-  lent.clear();
+  if (!known_lent) return false;
+  g_orphans.insert(p);  // the lending op still runs on another thread
+  return true;
+}
+
+void end_op() {
+  if (!t_lent || t_lent->empty()) return;
+  LentList freed;
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    for (auto& d : *t_lent) {
+      void* p = d.get();
+      if (g_orphans.erase(p)) freed.push_back(std::move(d));
+      else g_shared.emplace(p, std::move(d));
+    }
+  }
+  t_lent->clear();
+  // `freed` going out of scope returns orphaned blocks to the musa allocator.
 }
 
 }  // namespace torch_musa::routed_blocks

@@ -4,10 +4,12 @@
 // requires that), so the owning musa DataPtr is kept here until the op adopts
 // the block as a musa tensor's memory or the kernel frees it.
 //
-// Blocks lent during the running op stay in a small per-thread list: adoption
-// and scratch frees, nearly always on the same thread and within the op, then
-// take no lock and no table. What is still lent when the op ends (memory a
-// library keeps, e.g. a workspace) moves to a shared table.
+// Blocks lent during the running op stay in a small per-thread list: scratch
+// frees, nearly always on the same thread and within the op, then take no
+// lock and no table. What is still lent when the kernel scope ends (outputs
+// about to be adopted, memory a library keeps such as a workspace) moves to a
+// shared table. A block freed by another thread while its op still runs is
+// marked, and freed when that op ends.
 #pragma once
 
 #include <c10/core/Allocator.h>
@@ -19,6 +21,10 @@ void lend(c10::DataPtr musa);
 // Takes back the owning musa DataPtr of the block at `p`; a null DataPtr if
 // `p` is not a lent block.
 c10::DataPtr take(void* p);
+// The kernel device dropped its last reference to `p`: frees the block (now
+// or, if another thread's running op holds it, when that op ends) and returns
+// true; returns false if `p` is not lent (`known_lent`: the caller knows it is).
+bool release(void* p, bool known_lent);
 // Called when an op ends: this thread's lent blocks move to the shared table.
 void end_op();
 
