@@ -1,5 +1,6 @@
-// The op layer's fast path for the commonest op shapes: pointwise ops taking
-// tensors and scalars (mul, add, where, addcmul, their in-place forms...).
+// The op layer's fast path for the commonest op shapes: ops taking tensors
+// and scalars (mul, add, where, addcmul, mm, addmm...) and the in-place forms
+// of the pointwise ones.
 //
 // The boxed fallback pays for boxing: the dispatcher copies every argument
 // into a stack, and copying a musa tensor that has a Python object attaches
@@ -172,17 +173,21 @@ using S = const c10::Scalar&;
 }  // namespace
 
 bool delegate_unboxed(torch::Library& lib, const c10::OperatorHandle& op, const std::string& qualified) {
-  // Pointwise ops only: they never resize or restride an argument, so the
-  // alias and the musa tensor stay alike. Random ops keep the boxed path,
-  // which seeds the kernel device's generator.
-  if (!op.hasTag(at::Tag::pointwise) || op.hasTag(at::Tag::nondeterministic_seeded)) return false;
+  // Random ops keep the boxed path, which seeds the kernel device's generator.
+  if (op.hasTag(at::Tag::nondeterministic_seeded)) return false;
   const std::string shape = shape_of(op.schema());
+  if (shape.empty()) return false;
+  // Functional ops never touch their arguments. In-place ones are taken only
+  // when pointwise: those never resize or restride self, so its alias and
+  // the musa tensor stay alike.
+  if (shape.back() == 'W' && !op.hasTag(at::Tag::pointwise)) return false;
   if (shape == "T:T") return register_as<at::Tensor(T)>(lib, op, qualified);
   if (shape == "TT:T") return register_as<at::Tensor(T, T)>(lib, op, qualified);
   if (shape == "TS:T") return register_as<at::Tensor(T, S)>(lib, op, qualified);
   if (shape == "TTS:T") return register_as<at::Tensor(T, T, S)>(lib, op, qualified);
   if (shape == "TTT:T") return register_as<at::Tensor(T, T, T)>(lib, op, qualified);
   if (shape == "TTTS:T") return register_as<at::Tensor(T, T, T, S)>(lib, op, qualified);
+  if (shape == "TTTSS:T") return register_as<at::Tensor(T, T, T, S, S)>(lib, op, qualified);
   if (shape == "W:W") return register_as<at::Tensor&(W)>(lib, op, qualified);
   if (shape == "WT:W") return register_as<at::Tensor&(W, T)>(lib, op, qualified);
   if (shape == "WS:W") return register_as<at::Tensor&(W, S)>(lib, op, qualified);
