@@ -5,9 +5,10 @@
 Prints a table of native and musa figures and their ratio (musa / native for
 throughput, native / musa for latency, so >= 1.0 means musa is at least as fast).
 
-The native side runs in a child process that never loads torch_musa: once any
-PrivateUse1 backend is registered, torch's autograd engine rejects CUDA
-backward passes in that process (pytorch/pytorch#161129).
+Each side runs in its own child process, alternating round by round; the
+native one never loads torch_musa: once any PrivateUse1 backend is
+registered, torch's autograd engine rejects CUDA backward passes in that
+process (pytorch/pytorch#161129).
 """
 import argparse
 import json
@@ -148,31 +149,39 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--side", choices=["native", "musa", "both"], default="both")
-    ap.add_argument("--rounds", type=int, default=2, help="alternating native/musa rounds; best of each kept")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating native/musa rounds (child processes)")
     args = ap.parse_args()
     q = args.quick
-    if args.side == "native":
-        print(json.dumps(measure("cuda", q)))
+    if args.side in ("native", "musa"):
+        if args.side == "musa":
+            import torch_musa  # noqa: F401  (explicit, in case autoload is off)
+        print(json.dumps(measure("cuda" if args.side == "native" else "musa", q)))
         return
-    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
-    import torch_musa  # noqa: F401  (explicit, in case autoload is off)
-    native_runs, musa_runs = [], []
-    for _ in range(args.rounds):  # alternate, so clock and thermal drift hit both sides
-        child = subprocess.run([sys.executable, __file__, "--side", "native"] + (["--quick"] if q else []),
-                               env=env, capture_output=True, text=True, check=True)
-        native_runs.append(json.loads(child.stdout.strip().splitlines()[-1]))
-        musa_runs.append(measure("musa", q))
-    best = lambda runs, hb: [(max if h else min)(r[i] for r in runs) for i, h in enumerate(hb)]  # noqa: E731
+    # Both sides run in fresh child processes, alternating round by round, so
+    # clock, thermal and machine-load drift hit both alike and neither side
+    # inherits the other's process state.
+    envs = {"native": dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0"), "musa": dict(os.environ)}
+    runs = {"native": [], "musa": []}
+    for _ in range(args.rounds):
+        for side in ("native", "musa"):
+            child = subprocess.run([sys.executable, __file__, "--side", side] + (["--quick"] if q else []),
+                                   env=envs[side], capture_output=True, text=True)
+            if child.returncode != 0:
+                sys.exit(f"{side} side failed:\n{child.stderr[-2000:]}")
+            runs[side].append(json.loads(child.stdout.strip().splitlines()[-1]))
     higher = [r[3] for r in rows(q)]
-    native_vals, musa_vals = best(native_runs, higher), best(musa_runs, higher)
-    print(f"GPU: {torch.cuda.get_device_name()}  torch {torch.__version__}  musa driver: {torch.musa.get_driver_name()}")
-    results = []
-    for (name, unit, _, higher_better, floor), native, musa in zip(rows(q), native_vals, musa_vals):
-        ratio = musa / native if higher_better else native / musa
-        results.append((name, unit, native, musa, ratio, floor))
-    print(f"\n{'benchmark':<28}{'unit':>10}{'native cuda':>14}{'musa':>14}{'ratio':>8}{'goal':>8}")
-    for name, unit, native, musa, ratio, floor in results:
-        print(f"{name:<28}{unit:>10}{native:>14.4g}{musa:>14.4g}{ratio:>8.3f}{'>=' + format(floor, '.2f'):>8}")
+    best = lambda rs: [(max if h else min)(r[i] for r in rs) for i, h in enumerate(higher)]  # noqa: E731
+    median = lambda rs: [statistics.median(r[i] for r in rs) for i in range(len(higher))]  # noqa: E731
+    import torch_musa  # noqa: F401
+    print(f"GPU: {torch.cuda.get_device_name()}  torch {torch.__version__}  musa driver: {torch.musa.get_driver_name()}"
+          f"  ({args.rounds} rounds per side)")
+    print(f"\n{'benchmark':<28}{'unit':>10}{'native cuda':>14}{'musa':>14}{'ratio':>8}{'median':>8}{'goal':>8}")
+    for (name, unit, _, hb, floor), nb, mb, nm, mm in zip(rows(q), best(runs["native"]), best(runs["musa"]),
+                                                          median(runs["native"]), median(runs["musa"])):
+        ratio = mb / nb if hb else nb / mb
+        mratio = mm / nm if hb else nm / mm
+        print(f"{name:<28}{unit:>10}{nb:>14.4g}{mb:>14.4g}{ratio:>8.3f}{mratio:>8.3f}{'>=' + format(floor, '.2f'):>8}")
+    print("\nratio: best round of each side; median: median round of each side.")
 
 
 if __name__ == "__main__":
