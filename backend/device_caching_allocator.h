@@ -454,9 +454,9 @@ class DeviceCachingAllocator {
 
   // Unmaps free pages of this stream's expandable segments in the pool
   // (largest free blocks first, only as much of each as still needed) until
-  // `bytes` are released or none are left; `keep` is not touched. Pages of `seg` stay as its spares for the map that
+  // `bytes` are released or none are left; `keep`/`keep2` are not touched. Pages of `seg` stay as its spares for the map that
   // follows (alloc_expandable frees what that map did not use).
-  void reclaim(ExpandableSegment* seg, BlockPool& pool, size_t bytes, Block* keep);
+  void reclaim(ExpandableSegment* seg, BlockPool& pool, size_t bytes, Block* keep, Block* keep2 = nullptr);
 
   // A block of `size` from the expandable segment serving it (null when out of memory).
   Block* alloc_expandable(BlockPool& pool, musaStream_t stream, size_t size, std::string* why, bool* over_limit);

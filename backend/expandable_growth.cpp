@@ -65,10 +65,11 @@ size_t DeviceCachingAllocator::unmap_free_block(Block* b, bool keep_spare, size_
   return n * page;
 }
 
-void DeviceCachingAllocator::reclaim(ExpandableSegment* seg, BlockPool& pool, size_t bytes, Block* keep) {
+void DeviceCachingAllocator::reclaim(ExpandableSegment* seg, BlockPool& pool, size_t bytes, Block* keep,
+                                     Block* keep2) {
   std::vector<Block*> cands;
   for (auto it = pool.blocks.rbegin(); it != pool.blocks.rend(); ++it)
-    if ((*it)->expandable && (*it)->stream == seg->stream() && *it != keep) cands.push_back(*it);
+    if ((*it)->expandable && (*it)->stream == seg->stream() && *it != keep && *it != keep2) cands.push_back(*it);
   std::sort(cands.begin(), cands.end(), [](Block* a, Block* b) { return a->size > b->size; });
   size_t done = 0;
   for (Block* b : cands) {
@@ -87,73 +88,104 @@ Block* DeviceCachingAllocator::alloc_expandable(BlockPool& pool, musaStream_t st
 }
 
 Block* DeviceCachingAllocator::grow_expandable(ExpandableSegment* seg, BlockPool& pool, musaStream_t stream, size_t size, std::string* why, bool* over_limit) {
-  size_t page = seg->page_size();
-  auto pick = [&](Block** head, size_t* map_len) -> Block* {
-    // Prefer growing the largest cached block that an unmapped range follows
-    // (fewest new pages); else the best-fitting unmapped range.
+  const size_t page = seg->page_size();
+  auto round_up = [page](size_t n) { return (n + page - 1) / page * page; };
+  auto free_mapped = [&](Block* b) { return b && b->mapped && b->is_free() && b->expandable == seg; };
+  // Where to grow: an unmapped range `u` of this segment together with the
+  // cached (mapped, free) blocks on either side of it, choosing the place
+  // that needs the fewest new pages. Forms:
+  //   front: head + the front of u          tail: the end of u + tail
+  //   span:  head + all of u + tail (tail's excess is split off later)
+  struct Plan {
     Block* u = nullptr;
-    *head = nullptr;
-    Block hi(device_, stream, static_cast<size_t>(-1), &pool, nullptr);
-    for (auto it = pool.blocks.lower_bound(&hi); it != pool.blocks.begin();) {
-      Block* b = *--it;
-      if (b->stream != stream) break;
-      Block* n = b->next;
-      if (b->expandable == seg && n && !n->mapped && n->is_free() && b->size + n->size >= size) {
-        *head = b;
-        u = n;
-        break;
-      }
-    }
-    if (!u) {
-      Block key(device_, stream, size, &pool, nullptr);
-      auto it = pool.unmapped.lower_bound(&key);
-      while (it != pool.unmapped.end() && (*it)->stream == stream && (*it)->expandable != seg) ++it;
-      if (it == pool.unmapped.end() || (*it)->stream != stream) return nullptr;
-      u = *it;
-      Block* p = u->prev;
-      *head = (p && p->mapped && p->is_free() && p->expandable == seg) ? p : nullptr;
-    }
-    size_t need = size - (*head ? std::min(size, (*head)->size) : 0);
-    *map_len = (need + page - 1) / page * page;
-    return u;
+    Block* head = nullptr;
+    Block* tail = nullptr;
+    size_t map_len = 0;
+    bool map_end = false;  // map the end of u rather than its front
   };
-  Block* head = nullptr;
-  size_t map_len = 0;
-  Block* u = pick(&head, &map_len);
-  if (!u) return nullptr;
+  auto pick = [&]() -> Plan {
+    Plan best;
+    size_t best_cost = SIZE_MAX;
+    Block key(device_, stream, 0, &pool, nullptr);
+    for (auto it = pool.unmapped.lower_bound(&key); it != pool.unmapped.end() && (*it)->stream == stream; ++it) {
+      Block* u = *it;
+      if (u->expandable != seg) continue;
+      Block* p = free_mapped(u->prev) ? u->prev : nullptr;
+      Block* q = free_mapped(u->next) ? u->next : nullptr;
+      size_t ps = p ? p->size : 0, qs = q ? q->size : 0;
+      if (ps + u->size + qs < size) continue;
+      Plan c;
+      c.u = u;
+      if (ps + u->size >= size && (ps >= qs || u->size + qs < size)) {
+        c.head = p;
+        c.map_len = round_up(size - std::min(size, ps));
+      } else if (u->size + qs >= size) {
+        c.tail = q;
+        c.map_len = round_up(size - std::min(size, qs));
+        c.map_end = true;
+      } else {
+        c.head = p;
+        c.tail = q;
+        c.map_len = u->size;
+      }
+      if (c.map_len < best_cost) best = c, best_cost = c.map_len;
+      if (best_cost == 0) break;
+    }
+    return best;
+  };
+  Plan plan = pick();
+  if (!plan.u) return nullptr;
   // Keep peak reserved at peak in use: when the new pages would raise the
   // reserved high-water mark, first give back that many cached pages of this
-  // segment. Below the mark, cached pages stay mapped, which spares the
-  // map/unmap churn (each page costs driver calls) on steady-state traces.
+  // stream's segments. Below the mark, cached pages stay mapped, which spares
+  // the map/unmap churn (each page costs driver calls) on steady-state traces.
   size_t peak = static_cast<size_t>(stats_.reserved_bytes[0].peak);
-  if (map_len && reserved() + map_len > peak) {
-    reclaim(seg, pool, reserved() + map_len - peak, head);
-    u = pick(&head, &map_len);
-    if (!u) return nullptr;
+  if (plan.map_len && reserved() + plan.map_len > peak) {
+    reclaim(seg, pool, reserved() + plan.map_len - peak, plan.head, plan.tail);
+    plan = pick();
+    if (!plan.u) return nullptr;
   }
-  *over_limit = limit_ && reserved() + map_len > limit_;
+  *over_limit = limit_ && reserved() + plan.map_len > limit_;
   if (*over_limit) {
     num_oom_rejections_++;
     return nullptr;
   }
-  Block* b = nullptr;
-  if (map_len) {
-    size_t off = static_cast<size_t>(u->ptr - seg->base());
+  Block* u = plan.u;
+  if (plan.map_len) {
+    Block* target = u;  // the part of u to map
+    if (plan.map_len < u->size) {
+      pool.unmapped.erase(u);
+      if (plan.map_end) {
+        target = split_at(u, u->size - plan.map_len);
+        pool.unmapped.insert(u);
+      } else {
+        pool.unmapped.insert(split_at(u, plan.map_len));
+        pool.unmapped.insert(u);
+      }
+    }
+    size_t off = static_cast<size_t>(target->ptr - seg->base());
     size_t before = seg->mapped_bytes(), count = 0;
-    if (!seg->map(off, map_len, &count, why)) return nullptr;
+    if (!seg->map(off, plan.map_len, &count, why)) return nullptr;
     stats_.num_device_alloc += static_cast<int64_t>(count);
     segment_mapped_changed(seg, pool, before);
-    pool.unmapped.erase(u);
-    if (map_len < u->size) pool.unmapped.insert(split_at(u, map_len));
-    trace(TraceAction::SEGMENT_MAP, u->ptr, map_len, stream, pool, nullptr, 99);
-    u->mapped = true;
-    b = u;
+    pool.unmapped.erase(target);
+    trace(TraceAction::SEGMENT_MAP, target->ptr, plan.map_len, stream, pool, nullptr, 99);
+    target->mapped = true;
+    u = target;
+  } else {
+    u = nullptr;  // the cached neighbours alone suffice
   }
-  if (head) {
-    pool.blocks.erase(head);
-    note_free_removed(head);
-    if (b) absorb(head, b);
-    b = head;
+  Block* b = u;
+  for (Block* n : {plan.head, plan.tail}) {
+    if (!n) continue;
+    pool.blocks.erase(n);
+    note_free_removed(n);
+    if (!b) {
+      b = n;
+    } else {
+      TORCH_INTERNAL_ASSERT(n == b->prev || n == b->next, "expandable growth: block not adjacent");
+      absorb(b, n);
+    }
   }
   return b;
 }
