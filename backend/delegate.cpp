@@ -22,6 +22,7 @@
 #include "generator.h"
 #include "kernel_device.h"
 #include "delegation.h"
+#include "routed_blocks.h"
 
 namespace torch_musa {
 namespace {
@@ -173,6 +174,7 @@ void run_on_cpu_by_copy(const c10::OperatorHandle& op, const OpTraits& traits, t
 
 void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   note_delegated();
+  routed_blocks::Hold hold_lent;  // outputs are adopted below, from this thread's list
   KernelDevice& kd = kernel_device();
   const OpTraits& traits = traits_of(op);
   const auto& args = op.schema().arguments();

@@ -69,8 +69,15 @@ bool release(void* p, bool known_lent) {
   return true;
 }
 
+thread_local int t_holds = 0;
+
+Hold::Hold() { ++t_holds; }
+Hold::~Hold() {
+  if (--t_holds == 0) end_op();
+}
+
 void end_op() {
-  if (!t_lent || t_lent->empty()) return;
+  if (t_holds > 0 || !t_lent || t_lent->empty()) return;
   LentList freed;
   {
     std::lock_guard<std::mutex> g(g_mu);

@@ -5,10 +5,9 @@
 // the block as a musa tensor's memory or the kernel frees it.
 //
 // Blocks lent during the running op stay in a small per-thread list: scratch
-// frees, nearly always on the same thread and within the op, then take no
-// lock and no table. What is still lent when the kernel scope ends (outputs
-// about to be adopted, memory a library keeps such as a workspace) moves to a
-// shared table. A block freed by another thread while its op still runs is
+// frees and adoption of outputs, nearly always on the same thread and within
+// the op, then take no lock and no table. What is still lent when the op ends
+// (memory a library keeps, such as a workspace) moves to a shared table. A block freed by another thread while its op still runs is
 // marked, and freed when that op ends.
 #pragma once
 
@@ -25,7 +24,19 @@ c10::DataPtr take(void* p);
 // or, if another thread's running op holds it, when that op ends) and returns
 // true; returns false if `p` is not lent (`known_lent`: the caller knows it is).
 bool release(void* p, bool known_lent);
-// Called when an op ends: this thread's lent blocks move to the shared table.
+// Called when a kernel scope ends: this thread's lent blocks move to the
+// shared table, unless a Hold is alive on this thread.
 void end_op();
+
+// Keeps this thread's lent blocks in its own list until the outermost Hold
+// ends (then they move as by end_op()): a delegated call holds them while it
+// adopts its outputs, so adoption takes no lock.
+class Hold {
+ public:
+  Hold();
+  ~Hold();
+  Hold(const Hold&) = delete;
+  Hold& operator=(const Hold&) = delete;
+};
 
 }  // namespace torch_musa::routed_blocks

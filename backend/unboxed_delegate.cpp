@@ -20,6 +20,7 @@
 
 #include "delegate.h"
 #include "delegation.h"
+#include "routed_blocks.h"
 
 namespace torch_musa::op_layer {
 namespace {
@@ -56,6 +57,7 @@ class UnboxedDelegate<Ret(Args...)> {
     const OpTraits& traits = traits_of(op_);
     if (traits.cpu_only) return boxed(ks, args...);
     note_delegated();
+    routed_blocks::Hold hold_lent;  // the output is adopted below, from this thread's list
     KernelDevice& kd = kernel_device();
     Delegation call(op_, kd);
     const auto& schema_args = op_.schema().arguments();
