@@ -3,6 +3,8 @@
 #include <ATen/core/Tensor.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+
+#include <thread>
 #include <torch/csrc/Event.h>
 #include <torch/csrc/Generator.h>
 
@@ -11,6 +13,7 @@
 #include "device.h"
 #include "generator.h"
 #include "musa_check.h"
+#include "routed_blocks.h"
 #include "stream.h"
 #include "version_gates.h"
 
@@ -64,6 +67,25 @@ PYBIND11_MODULE(_C, m) {
     return "";
   });
   m.def("_current_device", [] { return static_cast<int>(current_device()); });
+  // Test hook: a musa block lent to the kernel device by this thread and
+  // released by another thread while "the op" still runs must stay allocated
+  // until the op ends, then be freed. Returns (released, bytes during, bytes after).
+  m.def("_check_lent_block_released_elsewhere", [] {
+    auto d = current_device();
+    auto allocated = [d] { return allocator::device_stats(d).allocated_bytes[0].current; };
+    int64_t before = allocated();
+    c10::DataPtr musa = allocator::get()->allocate(1 << 20);
+    void* p = musa.get();
+    routed_blocks::lend(std::move(musa));
+    bool released = false;
+    std::thread([&] {
+      released = !routed_blocks::release(p, false) && allocator::is_allocated_block(p) &&
+                 routed_blocks::release(p, true);
+    }).join();
+    int64_t during = allocated() - before;
+    routed_blocks::end_op();
+    return std::make_tuple(released, during, allocated() - before);
+  });
   m.def("_set_device", [](int d) { set_device(static_cast<c10::DeviceIndex>(d)); });
   m.def("_synchronize", [](int d) {
     py::gil_scoped_release no_gil;
