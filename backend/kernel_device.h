@@ -15,6 +15,8 @@
 
 #include <memory>
 
+#include "routed_blocks.h"
+
 namespace torch_musa {
 
 class KernelDevice {
@@ -52,10 +54,15 @@ class KernelDevice {
 };
 
 // RAII for KernelDevice::begin/end (no allocation: it runs for every op).
+// Ending the scope also ends the op for the blocks lent to the kernel device
+// (routed_blocks::end_op), whichever the kernel device.
 class KernelScope {
  public:
   KernelScope(KernelDevice& kd, c10::DeviceIndex index) : kd_(kd) { kd_.begin(index, state_); }
-  ~KernelScope() { kd_.end(state_); }
+  ~KernelScope() {
+    kd_.end(state_);
+    routed_blocks::end_op();
+  }
   KernelScope(const KernelScope&) = delete;
   KernelScope& operator=(const KernelScope&) = delete;
 

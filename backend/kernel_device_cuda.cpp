@@ -14,7 +14,6 @@
 #include "generator.h"
 #include "kernel_device.h"
 #include "musa_check.h"
-#include "routed_blocks.h"
 #include "stream.h"
 
 namespace torch_musa {
@@ -74,7 +73,6 @@ class CudaKernelDevice final : public KernelDevice {
 
   void end(const ScopeState& st) override {
     c10::DeviceIndex index = cuda_router::set_delegating(st.prev_delegating);
-    routed_blocks::end_op();
     if (st.prev_stream) c10::cuda::setCurrentCUDAStream(c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, *st.prev_stream));
     if (st.prev_device != index) (void)musaSetDevice(st.prev_device);
   }

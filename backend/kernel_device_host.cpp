@@ -105,7 +105,6 @@ class HostKernelDevice final : public KernelDevice {
   void end(const ScopeState& st) override {
     c10::DeviceIndex index = t_delegating;
     t_delegating = st.prev_delegating;
-    routed_blocks::end_op();
     if (st.prev_device != index) (void)musaSetDevice(st.prev_device);
   }
 

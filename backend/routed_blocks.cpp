@@ -39,6 +39,15 @@ c10::DataPtr take_local(void* p) {
   return c10::DataPtr();
 }
 
+// Removes and returns the shared table's entry for `p` (null if absent); g_mu held.
+c10::DataPtr take_shared_locked(void* p) {
+  auto it = g_shared.find(p);
+  if (it == g_shared.end()) return c10::DataPtr();
+  c10::DataPtr d = std::move(it->second);
+  g_shared.erase(it);
+  return d;
+}
+
 }  // namespace
 
 void lend(c10::DataPtr musa) { lent_list().push_back(std::move(musa)); }
@@ -47,23 +56,15 @@ c10::DataPtr take(void* p) {
   c10::DataPtr d = take_local(p);
   if (d.get()) return d;
   std::lock_guard<std::mutex> g(g_mu);
-  auto it = g_shared.find(p);
-  if (it == g_shared.end()) return c10::DataPtr();
-  d = std::move(it->second);
-  g_shared.erase(it);
-  return d;
+  return take_shared_locked(p);
 }
 
 bool release(void* p, bool known_lent) {
   c10::DataPtr d = take_local(p);
   if (d.get()) return true;  // `d` going out of scope frees the block
   std::lock_guard<std::mutex> g(g_mu);
-  auto it = g_shared.find(p);
-  if (it != g_shared.end()) {
-    d = std::move(it->second);
-    g_shared.erase(it);
-    return true;  // freed on return, after the lock is released (d is destroyed after g)
-  }
+  d = take_shared_locked(p);
+  if (d.get()) return true;  // freed on return, after the lock is released (d outlives g)
   if (!known_lent) return false;
   g_orphans.insert(p);  // the lending op still runs on another thread
   return true;
