@@ -24,19 +24,28 @@ import time
 MiB = 1 << 20
 
 
+class Trace:
+    """An allocation trace: ("a", id, size) and ("f", id) steps; ids count from 1."""
+
+    def __init__(self):
+        self.ops = []
+        self.allocs = 0
+
+    def alloc(self, size):
+        self.allocs += 1
+        self.ops.append(("a", self.allocs, size))
+        return self.allocs
+
+    def free(self, i):
+        self.ops.append(("f", i))
+
+
 def trace_fsdp(quick=False):
     layers, steps, world = (8, 2, 8) if quick else (24, 3, 8)
     flat = 96 * MiB + 12345  # unpadded flat parameter, as FSDP makes them
     act = 24 * MiB + 4096
-    ops, nid = [], [0]
-
-    def a(size):
-        nid[0] += 1
-        ops.append(("a", nid[0], size))
-        return nid[0]
-
-    def f(i):
-        ops.append(("f", i))
+    trace = Trace()
+    a, f = trace.alloc, trace.free
 
     shards = [a(flat // world) for _ in range(layers)]  # local parameter shards
     grad_shards = {}
@@ -66,21 +75,14 @@ def trace_fsdp(quick=False):
             f(o)
     for i in list(grad_shards.values()) + shards:
         f(i)
-    return ops
+    return trace.ops
 
 
 def trace_llm(quick=False):
     rng = random.Random(1)
     layers, steps, hidden, heads, vocab = (4, 6, 2048, 16, 32000) if quick else (12, 16, 2048, 16, 32000)
-    ops, nid = [], [0]
-
-    def a(size):
-        nid[0] += 1
-        ops.append(("a", nid[0], size))
-        return nid[0]
-
-    def f(i):
-        ops.append(("f", i))
+    trace = Trace()
+    a, f = trace.alloc, trace.free
 
     weights = [a(12 * hidden * hidden * 2) for _ in range(layers)]
     for _ in range(steps):
@@ -115,26 +117,24 @@ def trace_llm(quick=False):
             f(g)
     for w in weights:
         f(w)
-    return ops
+    return trace.ops
 
 
 def trace_random(quick=False):
     rng = random.Random(2)
     n, budget = (300, 3 << 30) if quick else (2000, 6 << 30)
-    ops, live, total, nid = [], [], 0, 0
+    trace, live, total = Trace(), [], 0
     for _ in range(n):
         size = int(math.exp(rng.uniform(math.log(MiB), math.log(512 * MiB))))
         while live and (total + size > budget or rng.random() < 0.4):
             i, s = live.pop(rng.randrange(len(live)))
-            ops.append(("f", i))
+            trace.free(i)
             total -= s
-        nid += 1
-        ops.append(("a", nid, size))
-        live.append((nid, size))
+        live.append((trace.alloc(size), size))
         total += size
     for i, _ in live:
-        ops.append(("f", i))
-    return ops
+        trace.free(i)
+    return trace.ops
 
 
 TRACES = {"fsdp": trace_fsdp, "llm": trace_llm, "random": trace_random}
