@@ -276,22 +276,21 @@ def memory_summary(device=None, abbreviated: bool = False) -> str:
     device = _device(device)
     stats = memory_stats(device)
 
-    def fmt_size(sz, pref):
-        prefixes = ["B  ", "KiB", "MiB", "GiB", "TiB", "PiB"]
+    def scaled(value, pref, prefixes, base, limit):
+        # value in the unit that keeps `pref` (the row's peak) under `limit`
         prefix = prefixes[0]
         for p in prefixes[1:]:
-            if pref < 768 * 1024:
+            if pref < limit:
                 break
-            prefix, sz, pref = p, sz // 1024, pref / 1024
+            prefix, value, pref = p, value // base, pref / base
+        return value, prefix
+
+    def fmt_size(sz, pref):
+        sz, prefix = scaled(sz, pref, ["B  ", "KiB", "MiB", "GiB", "TiB", "PiB"], 1024, 768 * 1024)
         return f"{sz:6d} {prefix}"
 
     def fmt_count(cnt, pref):
-        prefixes = [" ", "K", "M"]
-        prefix = prefixes[0]
-        for p in prefixes[1:]:
-            if pref < 750 * 1000:
-                break
-            prefix, cnt, pref = p, cnt // 1000, pref / 1000
+        cnt, prefix = scaled(cnt, pref, [" ", "K", "M"], 1000, 750 * 1000)
         return f"{cnt:7d} {prefix} "
 
     metrics = [
