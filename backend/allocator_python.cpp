@@ -186,11 +186,13 @@ int level(const py::object& o, std::initializer_list<const char*> names, const c
   if (o.is_none()) return 0;
   std::string v = o.cast<std::string>();
   int i = 1;
+  std::string accepted = "None";
   for (const char* n : names) {
     if (v == n) return i;
     ++i;
+    accepted += std::string(", '") + n + "'";
   }
-  TORCH_CHECK(false, "_record_memory_history: unknown ", what, " '", v, "'");
+  TORCH_CHECK(false, "_record_memory_history: unknown ", what, " '", v, "'; use one of: ", accepted);
 }
 
 c10::MempoolId_t pool_id(py::tuple t) { return {t[0].cast<uint64_t>(), t[1].cast<uint64_t>()}; }

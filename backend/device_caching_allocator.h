@@ -283,7 +283,8 @@ class DeviceCachingAllocator {
   PrivatePool& pool_of(MempoolId_t id) {
     auto it = pools_.find(id);
     TORCH_CHECK(it != pools_.end(), "musa: no memory pool with id (", id.first, ", ", id.second, ") on device ",
-                static_cast<int>(device_));
+                static_cast<int>(device_), ": it was released, or belongs to another device; use a live "
+                "torch.musa.MemPool of this device");
     return *it->second;
   }
   void begin_pool(MempoolId_t id) {

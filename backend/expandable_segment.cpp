@@ -12,7 +12,8 @@ ExpandableSegment::ExpandableSegment(c10::DeviceIndex device, void* stream, size
     : device_(device), stream_(stream) {
   size_t g = 0;
   TORCH_CHECK(musaMemGetAllocationGranularity(&g, device) == musaSuccess && g > 0,
-              "musa expandable segments: cannot query the allocation granularity: ", musaGetLastErrorMessage());
+              "musa expandable segments: cannot query the allocation granularity: ", musaGetLastErrorMessage(),
+              "; set PYTORCH_MUSA_ALLOC_CONF=expandable_segments:False to allocate without them");
   g = (std::max(min_page, g) + g - 1) / g * g;
   page_ = g;
   size_t n = (virtual_size + g - 1) / g;
@@ -20,7 +21,8 @@ ExpandableSegment::ExpandableSegment(c10::DeviceIndex device, void* stream, size
   if (musaMemAddressReserve(&p, n * g, g) != musaSuccess) {
     std::string msg = musaGetLastErrorMessage();
     (void)musaGetLastError();
-    TORCH_CHECK(false, "musa expandable segments: cannot reserve ", n * g, " bytes of address space: ", msg);
+    TORCH_CHECK(false, "musa expandable segments: cannot reserve ", n * g, " bytes of address space: ", msg,
+                "; set PYTORCH_MUSA_ALLOC_CONF=expandable_segments:False to allocate without them");
   }
   base_ = static_cast<char*>(p);
   pages_.assign(n, false);

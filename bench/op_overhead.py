@@ -73,7 +73,8 @@ def main():
     driver = torch.musa.get_driver_name()
     native = "cuda" if driver == "cuda" else "cpu"
     if native == "cuda" and not torch.cuda.is_available():
-        sys.exit("the cuda driver is active but torch.cuda is not available")
+        sys.exit("the cuda driver is active but torch.cuda is not available: use a CUDA-enabled torch, "
+                 "or TORCH_MUSA_DRIVER=host to measure against the CPU")
     sync = {"cpu": lambda: None, "cuda": torch.cuda.synchronize}[native]
     print(f"musa driver: {driver}; native reference: {native}; {args.n} ops x {args.rounds} rounds (median)")
     print(f"{'op':<18} {'native us/op':>12} {'musa us/op':>11} {'extra us':>9} {'ratio':>6}")

@@ -47,7 +47,9 @@ def _musa():
             f"enable_cuda_compat() needs the torch_musa core package, which failed to import: {e}"
         ) from e
     if not hasattr(torch, "musa"):
-        raise RuntimeError("torch_musa is imported but torch.musa is not registered")
+        raise RuntimeError("torch_musa is imported but torch.musa is not registered, so another "
+                           "PrivateUse1 backend probably claimed the device slot first: import torch_musa "
+                           "before other out-of-tree device backends")
     return torch.musa
 
 

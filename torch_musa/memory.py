@@ -230,7 +230,8 @@ class MemPool:
 
     def __init__(self, allocator=None, use_on_oom: bool = False, no_split: bool = False):
         if allocator is not None:
-            raise NotImplementedError("musa MemPool does not take a custom allocator")
+            raise NotImplementedError("musa MemPool does not take a custom allocator: create it as "
+                                      "torch.musa.MemPool() to use the musa caching allocator")
         self._device = _device(None)
         self._id = tuple(_C._mempool_create(self._device))
 
@@ -260,7 +261,8 @@ def use_mem_pool(pool: MemPool, device=None):
     """Routes this thread's allocations on ``device`` (default: the pool's) to ``pool``."""
     dev = pool.device if device is None else _device(device)
     if dev != pool.device:
-        raise ValueError(f"MemPool {pool.id} belongs to musa:{pool.device}, not musa:{dev}")
+        raise ValueError(f"MemPool {pool.id} belongs to musa:{pool.device}, not musa:{dev}: use it with "
+                         f"device=musa:{pool.device}, or make a MemPool under torch.musa.device({dev})")
     _C._mempool_begin(dev, pool.id)
     try:
         yield
