@@ -7,13 +7,16 @@
 #include "device.h"
 
 namespace torch_musa::allocator {
+namespace {
+constexpr const char* kWithout = "; set PYTORCH_MUSA_ALLOC_CONF=expandable_segments:False to allocate without them";
+}  // namespace
 
 ExpandableSegment::ExpandableSegment(c10::DeviceIndex device, void* stream, size_t virtual_size, size_t min_page)
     : device_(device), stream_(stream) {
   size_t g = 0;
   TORCH_CHECK(musaMemGetAllocationGranularity(&g, device) == musaSuccess && g > 0,
               "musa expandable segments: cannot query the allocation granularity: ", musaGetLastErrorMessage(),
-              "; set PYTORCH_MUSA_ALLOC_CONF=expandable_segments:False to allocate without them");
+              kWithout);
   g = (std::max(min_page, g) + g - 1) / g * g;
   page_ = g;
   size_t n = (virtual_size + g - 1) / g;
@@ -22,7 +25,7 @@ ExpandableSegment::ExpandableSegment(c10::DeviceIndex device, void* stream, size
     std::string msg = musaGetLastErrorMessage();
     (void)musaGetLastError();
     TORCH_CHECK(false, "musa expandable segments: cannot reserve ", n * g, " bytes of address space: ", msg,
-                "; set PYTORCH_MUSA_ALLOC_CONF=expandable_segments:False to allocate without them");
+                kWithout);
   }
   base_ = static_cast<char*>(p);
   pages_.assign(n, false);
