@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build torch_musa with the cuda driver, run the test suite
 # on the GPU (TORCH_MUSA_DRIVER=cuda), then the benchmarks. Logs go to $OUT.
-#   bash bench/gpu_suite.sh [build|tests|bench|opinfo|overhead|alloc|all]...
+#   bash bench/gpu_suite.sh [build|tests|bench|opinfo|overhead|alloc|vmm|all]...
 set -u
 OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
@@ -49,5 +49,8 @@ if has overhead; then
 fi
 if has alloc; then
   timeout ${ALLOC_TIMEOUT:-200} python3 bench/alloc_bench.py --quick 2>&1 | tee "$OUT/alloc.log" | tail -12
+fi
+if has vmm; then
+  timeout ${VMM_TIMEOUT:-60} python3 bench/vmm_cost.py ${VMM_ARGS:-} 2>&1 | tee "$OUT/vmm.log" | tail -10
 fi
 printf '%s\n' "${summary[@]}"
