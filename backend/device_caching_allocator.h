@@ -38,10 +38,6 @@ constexpr size_t kSmallSize = 1 << 20;         // small pool: requests <= 1 MiB
 constexpr size_t kSmallBuffer = 2 << 20;       // small pool segments are 2 MiB
 constexpr size_t kLargeBuffer = 20 << 20;      // mid-size requests get 20 MiB segments
 constexpr size_t kMinLargeAlloc = 10 << 20;    // above this, round to 2 MiB
-// Expandable segments: the page (mapping unit) for a large-pool request.
-// Tried on the benchmark traces: 32 MiB pages for requests >= 128 or 256 MiB
-// halve the page count again but lift random's peak to 1.07-1.12.
-inline size_t expandable_page_for(size_t size) { return size >= (32 << 20) ? (8 << 20) : (2 << 20); }
 constexpr size_t kRoundLarge = 2 << 20;
 
 inline std::string format_size(size_t bytes) {
@@ -434,29 +430,27 @@ class DeviceCachingAllocator {
   }
 
   // ---- expandable segments ----
-  // The expandable segment of (pool, stream) that serves requests of `size`.
-  // Pages are the unit of mapping, and on the H200 each create, unmap and
-  // access change costs 16-38 us per page whatever its size. So requests of
-  // 32 MiB and more get a segment of 8 MiB pages (4x fewer calls; their
-  // rounding stays small next to the request), the rest 2 MiB pages, which
-  // keep mid-size tensors from wasting memory to rounding.
+  // The expandable segment of (pool, stream). Its page is the device's
+  // allocation granularity (the rounding unit); physical memory is mapped in
+  // extents of several pages (expandable_segment.h says why).
   // (Defined in expandable_growth.cpp.)
-  ExpandableSegment* segment_for(BlockPool& pool, musaStream_t stream, size_t size);
+  ExpandableSegment* segment_for(BlockPool& pool, musaStream_t stream);
   // Inserts an unmapped free range, merged with unmapped free neighbours.
   void insert_unmapped(Block* b);
   // Keeps the segment and reserved-bytes stats in step with a segment's mapped bytes.
   void segment_mapped_changed(ExpandableSegment* seg, BlockPool& pool, size_t before);
 
-  // Unmaps the whole pages inside a free, mapped block (which must not be in
-  // any set); the mapped remainders go back to the free set.
-  // At most `max_bytes` (rounded up to pages) are unmapped, from the block's
-  // end, so its front stays mapped for reuse.
-  size_t unmap_free_block(Block* b, bool keep_spare = false, size_t max_bytes = SIZE_MAX);
+  // Unmaps the whole extents inside a free, mapped block (which must not be
+  // in any set); the mapped remainders go back to the free set. Only the last
+  // extents, as few as cover `max_bytes`, are unmapped, so the block's front
+  // stays mapped for reuse. Returns the bytes unmapped.
+  size_t unmap_free_block(Block* b, size_t max_bytes = SIZE_MAX, bool keep_spare = false);
 
-  // Unmaps free pages of this stream's expandable segments in the pool
+  // Unmaps free extents of this stream's expandable segments in the pool
   // (largest free blocks first, only as much of each as still needed) until
-  // `bytes` are released or none are left; `keep`/`keep2` are not touched. Pages of `seg` stay as its spares for the map that
-  // follows (alloc_expandable frees what that map did not use).
+  // `bytes` are released or none are left; `keep`/`keep2` are not touched.
+  // Extents of `seg` stay as its spares for the map that follows
+  // (alloc_expandable frees what that map did not use).
   void reclaim(ExpandableSegment* seg, BlockPool& pool, size_t bytes, Block* keep, Block* keep2 = nullptr);
 
   // A block of `size` from the expandable segment serving it (null when out of memory).
@@ -498,6 +492,19 @@ class DeviceCachingAllocator {
                      ? remaining >= kMinBlockSize
                      : remaining > kSmallSize && block->size < cfg.max_split_size;
     if (!split) return block;
+    if (block->expandable && block->mapped && remaining >= block->expandable->page_size()) {
+      // Take the end of the block when that leaves more whole extents free
+      // (an extent with a live byte cannot be unmapped).
+      ExpandableSegment* seg = block->expandable;
+      size_t off = static_cast<size_t>(block->ptr - seg->base());
+      auto front = seg->whole_extents(off + size, remaining);
+      auto back = seg->whole_extents(off, remaining);
+      if (back.second - back.first > front.second - front.first) {
+        Block* tail = split_at(block, remaining);
+        insert_free(block);
+        return tail;
+      }
+    }
     insert_free(split_at(block, size));
     return block;
   }
@@ -678,7 +685,7 @@ class DeviceCachingAllocator {
   BlockPool large_{false, nullptr};
   ska::flat_hash_map<void*, Block*> active_;  // flat: no node allocation per block
   std::deque<std::pair<musaEvent_t, Block*>> pending_;
-  std::map<std::tuple<void*, BlockPool*, size_t>, std::unique_ptr<ExpandableSegment>> expandable_;
+  std::map<std::pair<void*, BlockPool*>, std::unique_ptr<ExpandableSegment>> expandable_;
   std::map<MempoolId_t, std::unique_ptr<PrivatePool>> pools_;
   std::map<MempoolId_t, StatArray> pool_reserved_;
   std::vector<std::pair<MempoolId_t, std::thread::id>> routes_;

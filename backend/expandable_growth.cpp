@@ -6,14 +6,13 @@
 namespace torch_musa::allocator {
 namespace detail {
 
-ExpandableSegment* DeviceCachingAllocator::segment_for(BlockPool& pool, musaStream_t stream, size_t size) {
-  size_t page = pool.is_small ? kSmallBuffer : expandable_page_for(size);
-  auto key = std::make_tuple(static_cast<void*>(stream), &pool, page);
+ExpandableSegment* DeviceCachingAllocator::segment_for(BlockPool& pool, musaStream_t stream) {
+  auto key = std::make_pair(static_cast<void*>(stream), &pool);
   auto it = expandable_.find(key);
   if (it != expandable_.end()) return it->second.get();
   // Reserve the device's whole capacity: address space is cheap, and the
   // segment can then grow in place as far as physical memory allows.
-  auto seg = std::make_unique<ExpandableSegment>(device_, stream, total_memory(), page);
+  auto seg = std::make_unique<ExpandableSegment>(device_, stream, total_memory(), kSmallBuffer);
   auto* b = new Block(device_, stream, seg->virtual_size(), &pool, seg->base());
   b->mapped = false;
   b->expandable = seg.get();
@@ -38,12 +37,10 @@ void DeviceCachingAllocator::segment_mapped_changed(ExpandableSegment* seg, Bloc
   add_reserved(pool, static_cast<int64_t>(after) - static_cast<int64_t>(before));
 }
 
-size_t DeviceCachingAllocator::unmap_free_block(Block* b, bool keep_spare, size_t max_bytes) {
+size_t DeviceCachingAllocator::unmap_free_block(Block* b, size_t max_bytes, bool keep_spare) {
   ExpandableSegment* seg = b->expandable;
-  size_t page = seg->page_size();
   size_t off = static_cast<size_t>(b->ptr - seg->base());
-  size_t start = (off + page - 1) / page * page, end = (off + b->size) / page * page;
-  if (end > start && max_bytes < end - start) start = end - (max_bytes + page - 1) / page * page;
+  auto [start, end] = seg->whole_extents(off, b->size, max_bytes);
   if (end <= start) {
     insert_free(b);
     return 0;
@@ -62,7 +59,7 @@ size_t DeviceCachingAllocator::unmap_free_block(Block* b, bool keep_spare, size_
   trace(TraceAction::SEGMENT_UNMAP, mid->ptr, mid->size, mid->stream, pool, nullptr, 99);
   mid->mapped = false;
   insert_unmapped(mid);
-  return n * page;
+  return end - start;
 }
 
 void DeviceCachingAllocator::reclaim(ExpandableSegment* seg, BlockPool& pool, size_t bytes, Block* keep,
@@ -76,14 +73,14 @@ void DeviceCachingAllocator::reclaim(ExpandableSegment* seg, BlockPool& pool, si
     if (done >= bytes) break;
     pool.blocks.erase(b);
     note_free_removed(b);
-    done += unmap_free_block(b, /*keep_spare=*/b->expandable == seg, bytes - done);
+    done += unmap_free_block(b, bytes - done, /*keep_spare=*/b->expandable == seg);
   }
 }
 
 Block* DeviceCachingAllocator::alloc_expandable(BlockPool& pool, musaStream_t stream, size_t size, std::string* why, bool* over_limit) {
-  ExpandableSegment* seg = segment_for(pool, stream, size);
+  ExpandableSegment* seg = segment_for(pool, stream);
   Block* b = grow_expandable(seg, pool, stream, size, why, over_limit);
-  seg->release_spares();  // physical pages moved by reclaim() and not mapped again
+  seg->release_spares();  // extents moved by reclaim() and not mapped again
   return b;
 }
 

@@ -28,7 +28,9 @@ ExpandableSegment::ExpandableSegment(c10::DeviceIndex device, void* stream, size
                 kWithout);
   }
   base_ = static_cast<char*>(p);
-  pages_.assign(n, false);
+  TORCH_CHECK(n < kUnmapped, "musa expandable segments: ", n, " pages are too many for one segment", kWithout);
+  extent_of_.assign(n, kUnmapped);
+  extent_pages_.assign(n, 0);
   handles_.assign(n, musaMemGenericAllocationHandle_t{});
 }
 
@@ -46,76 +48,105 @@ ExpandableSegment::~ExpandableSegment() {
 bool ExpandableSegment::map(size_t offset, size_t len, size_t* count, std::string* why) {
   TORCH_INTERNAL_ASSERT(offset % page_ == 0 && len % page_ == 0 && offset + len <= virtual_size());
   DeviceScope scope(device_);
-  size_t first = offset / page_, last = (offset + len) / page_;
-  std::vector<size_t> done;
+  const size_t first = offset / page_, last = (offset + len) / page_;
+  const size_t max_pages = std::max<size_t>(1, kMaxExtent / page_);
+  std::vector<size_t> done;  // first pages of the extents mapped here
   auto undo = [&]() {
     if (why) *why = musaGetLastErrorMessage();
     (void)musaGetLastError();
-    for (size_t j : done) {
-      (void)musaMemUnmap(base_ + j * page_, page_);
-      spares_.push_back(handles_[j]);
-      pages_[j] = false;
-      --mapped_pages_;
-    }
+    for (size_t e : done) unmap_extent(e, /*keep_spare=*/true);
     (void)musaGetLastError();
     if (count) *count = 0;
     return false;
   };
-  // One physical handle per page, so single pages can be unmapped later.
-  for (size_t i = first; i < last; ++i) {
-    if (pages_[i]) continue;
+  for (size_t i = first; i < last;) {
+    if (extent_of_[i] != kUnmapped) {
+      ++i;
+      continue;
+    }
+    size_t run = 1;
+    while (i + run < last && run < max_pages && extent_of_[i + run] == kUnmapped) ++run;
     musaMemGenericAllocationHandle_t h{};
-    if (!spares_.empty()) {
-      h = spares_.back();
-      spares_.pop_back();
-    } else if (musaMemCreate(&h, page_, device_) != musaSuccess) {
+    auto spare = spares_.find(static_cast<uint32_t>(run));
+    if (spare != spares_.end()) {
+      h = spare->second;
+      spares_.erase(spare);
+    } else if (musaMemCreate(&h, run * page_, device_) != musaSuccess) {
       return undo();
     }
-    if (musaMemMap(base_ + i * page_, page_, 0, h) != musaSuccess) {
-      spares_.push_back(h);
+    if (musaMemMap(base_ + i * page_, run * page_, 0, h) != musaSuccess) {
+      spares_.emplace(static_cast<uint32_t>(run), h);
       return undo();
     }
     handles_[i] = h;
-    pages_[i] = true;
-    ++mapped_pages_;
+    extent_pages_[i] = static_cast<uint32_t>(run);
+    std::fill(extent_of_.begin() + i, extent_of_.begin() + i + run, static_cast<uint32_t>(i));
+    mapped_pages_ += run;
     done.push_back(i);
-  }
-  // Access is granted once per run of newly mapped pages: on a GPU each
-  // set-access call updates page tables and costs far more than a map.
-  for (size_t k = 0; k < done.size();) {
-    size_t run = 1;
-    while (k + run < done.size() && done[k + run] == done[k] + run) ++run;
-    if (musaMemSetAccess(base_ + done[k] * page_, run * page_, device_) != musaSuccess) return undo();
-    k += run;
+    // Access is granted per extent, right after its map: one call per mapping
+    // is what a GPU charges for, batched or not.
+    if (musaMemSetAccess(base_ + i * page_, run * page_, device_) != musaSuccess) return undo();
+    i += run;
   }
   if (count) *count = done.size();
   return true;
+}
+
+std::pair<size_t, size_t> ExpandableSegment::whole_extents(size_t offset, size_t len, size_t max_bytes) const {
+  size_t lo = (offset + page_ - 1) / page_, hi = (offset + len) / page_;
+  // Move lo forward and hi back to extent boundaries.
+  if (lo < hi && extent_of_[lo] != kUnmapped && extent_of_[lo] != lo) lo = extent_of_[lo] + extent_pages_[extent_of_[lo]];
+  if (lo < hi) {
+    uint32_t e = extent_of_[hi - 1];
+    if (e != kUnmapped && e + extent_pages_[e] > hi) hi = e;
+  }
+  if (lo >= hi) return {0, 0};
+  // Only the last extents, as few as cover max_bytes.
+  size_t start = hi;
+  while (start > lo && (hi - start) * page_ < max_bytes) {
+    uint32_t e = extent_of_[start - 1];
+    start = e == kUnmapped ? start - 1 : e;
+  }
+  return {start * page_, hi * page_};
+}
+
+void ExpandableSegment::unmap_extent(size_t first, bool keep_spare) {
+  size_t run = extent_pages_[first];
+  TORCH_CHECK(musaMemUnmap(base_ + first * page_, run * page_) == musaSuccess,
+              "musa expandable segments: unmap failed: ", musaGetLastErrorMessage());
+  if (keep_spare) {
+    spares_.emplace(static_cast<uint32_t>(run), handles_[first]);
+  } else {
+    (void)musaMemRelease(handles_[first]);
+    (void)musaGetLastError();
+  }
+  std::fill(extent_of_.begin() + first, extent_of_.begin() + first + run, kUnmapped);
+  extent_pages_[first] = 0;
+  handles_[first] = {};
+  mapped_pages_ -= run;
 }
 
 size_t ExpandableSegment::unmap(size_t offset, size_t len, bool keep_spare) {
   TORCH_INTERNAL_ASSERT(offset % page_ == 0 && len % page_ == 0 && offset + len <= virtual_size());
   DeviceScope scope(device_);
   size_t n = 0;
-  for (size_t i = offset / page_; i < (offset + len) / page_; ++i) {
-    if (!pages_[i]) continue;
-    TORCH_CHECK(musaMemUnmap(base_ + i * page_, page_) == musaSuccess,
-                "musa expandable segments: unmap failed: ", musaGetLastErrorMessage());
-    if (keep_spare) {
-      spares_.push_back(handles_[i]);
-    } else {
-      (void)musaMemRelease(handles_[i]);
-      (void)musaGetLastError();
+  const size_t last = (offset + len) / page_;
+  for (size_t i = offset / page_; i < last;) {
+    uint32_t e = extent_of_[i];
+    if (e == kUnmapped) {
+      ++i;
+      continue;
     }
-    pages_[i] = false;
-    --mapped_pages_;
-    ++n;
+    size_t end = e + extent_pages_[e];
+    if (e >= offset / page_ && end <= last) unmap_extent(e, keep_spare), ++n;
+    i = end;
   }
   return n;
 }
 
 size_t ExpandableSegment::release_spares() {
   size_t n = spares_.size();
-  for (auto h : spares_) (void)musaMemRelease(h);
+  for (auto& [pages, h] : spares_) (void)musaMemRelease(h);
   (void)musaGetLastError();
   spares_.clear();
   return n;

@@ -1,6 +1,7 @@
 """Allocation-trace benchmark of the musa caching allocator (classic vs expandable segments).
 
     python bench/alloc_bench.py            # prints a table; add --quick for a short run
+                                           # --rows musa:expandable,cuda:classic: only those
 
 Traces (deterministic, replayed through caching_allocator_alloc/delete, no kernels):
   fsdp    per layer: all-gather a flat parameter buffer, keep activations, free the buffer; backward
@@ -222,9 +223,13 @@ def main():
           f"{'us/pair':>8} {'hot us/pair':>11} {'dev allocs':>10}"
     print(hdr)
     print("-" * len(hdr))
+    # --rows musa:expandable,cuda:expandable measures only those allocators
+    rows = sys.argv[sys.argv.index("--rows") + 1].split(",") if "--rows" in sys.argv else None
     for trace in TRACES:
         for backend in backends:
             for mode in ("classic", "expandable"):
+                if rows and f"{backend}:{mode}" not in rows:
+                    continue
                 r = run_child(backend, mode, trace, quick)
                 name = f"{'torch.musa' if backend == 'musa' else 'torch.cuda'} {mode}"
                 if "error" in r:
