@@ -141,6 +141,11 @@ Block* DeviceCachingAllocator::grow_expandable(ExpandableSegment* seg, BlockPool
     reclaim(seg, pool, reserved() + plan.map_len - peak, plan.head, plan.tail);
     plan = pick();
     if (!plan.u) return nullptr;
+    // Still above the mark although more than two extents' worth of cached
+    // memory is mapped: it sits in extents that live blocks keep mapped, so
+    // smaller extents from now on.
+    size_t idle = reserved() - static_cast<size_t>(stats_.allocated_bytes[0].current);
+    if (reserved() + plan.map_len > peak && idle > 2 * seg->max_extent()) seg->shrink_extents();
   }
   *over_limit = limit_ && reserved() + plan.map_len > limit_;
   if (*over_limit) {

@@ -49,7 +49,7 @@ bool ExpandableSegment::map(size_t offset, size_t len, size_t* count, std::strin
   TORCH_INTERNAL_ASSERT(offset % page_ == 0 && len % page_ == 0 && offset + len <= virtual_size());
   DeviceScope scope(device_);
   const size_t first = offset / page_, last = (offset + len) / page_;
-  const size_t max_pages = std::max<size_t>(1, kMaxExtent / page_);
+  const size_t max_pages = std::max<size_t>(1, max_extent_ / page_);
   std::vector<size_t> done;  // first pages of the extents mapped here
   auto undo = [&]() {
     if (why) *why = musaGetLastErrorMessage();

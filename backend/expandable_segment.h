@@ -5,13 +5,14 @@
 // segment being made.
 //
 // Physical memory is mapped in extents: one physical allocation per run of
-// pages mapped together, up to kMaxExtent. On the H200 each mapping costs
-// about 30 us of page-table work (set-access) and each unmap about 18 us,
-// whatever its size (`python3 bench/vmm_cost.py`), so fewer, larger mappings
-// are what make growth cheap. An extent is unmapped whole, so a live block
-// keeps the rest of its extent mapped; the cap bounds that waste. 12 MiB is
-// where peak reserved / peak allocated stays <= 1.05 on every trace of
-// bench/alloc_bench.py (16 MiB gives 1.056 on the random trace).
+// pages mapped together. On the H200 each mapping costs about 25 us of
+// page-table work (set-access) and each unmap about 15 us, whatever its size
+// (`python3 bench/vmm_cost.py`), so fewer, larger mappings are what make
+// growth cheap. An extent is unmapped whole, so a live block keeps the rest of
+// its extent mapped. Extents start at 24 MiB; when cached memory stuck in
+// partly used extents forces growth (shrink_extents()), they halve, down to
+// 12 MiB. On bench/alloc_bench.py's traces this keeps peak reserved / peak
+// allocated <= 1.05 with fewer mappings than any fixed size.
 #pragma once
 
 #include <musa/runtime.h>
@@ -19,6 +20,7 @@
 #include <c10/core/Device.h>
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -29,7 +31,8 @@ namespace torch_musa::allocator {
 
 class ExpandableSegment {
  public:
-  static constexpr size_t kMaxExtent = size_t{12} << 20;
+  static constexpr size_t kMaxExtent = size_t{24} << 20;
+  static constexpr size_t kMinExtent = size_t{12} << 20;
 
   // Reserves `virtual_size` bytes (rounded up to the page size) on `device`.
   // A page is `min_page` bytes rounded up to the device's allocation
@@ -44,6 +47,9 @@ class ExpandableSegment {
   size_t virtual_size() const { return extent_of_.size() * page_; }
   size_t page_size() const { return page_; }
   size_t mapped_bytes() const { return mapped_pages_ * page_; }
+  size_t max_extent() const { return max_extent_; }
+  // Halves the size of the extents mapped from now on (not below kMinExtent).
+  void shrink_extents() { max_extent_ = std::max(std::max(kMinExtent, page_), max_extent_ / 2 / page_ * page_); }
   void* stream() const { return stream_; }
   c10::DeviceIndex device() const { return device_; }
   bool contains(const void* p) const {
@@ -51,7 +57,7 @@ class ExpandableSegment {
   }
 
   // Maps every unmapped page in [offset, offset + len) (page-aligned), one
-  // extent per run of up to kMaxExtent bytes. On failure (out of device
+  // extent per run of up to max_extent() bytes. On failure (out of device
   // memory) maps nothing, returns false and leaves the runtime's message in
   // *why. Returns the number of extents newly mapped in *count.
   bool map(size_t offset, size_t len, size_t* count, std::string* why);
@@ -81,6 +87,7 @@ class ExpandableSegment {
   // Unmapped physical extents kept for reuse, by length in pages.
   std::multimap<uint32_t, musaMemGenericAllocationHandle_t> spares_;
   size_t mapped_pages_ = 0;
+  size_t max_extent_ = kMaxExtent;
 
   void unmap_extent(size_t first, bool keep_spare);
 };

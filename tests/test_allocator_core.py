@@ -77,14 +77,14 @@ def test_expandable_grows_in_place_and_unmaps_on_empty_cache(mode):
 
 
 def test_expandable_maps_extents_not_pages(mode):
-    # Growth maps one physical allocation per run of up to 12 MiB (each mapping costs ~30 us on a GPU
+    # Growth maps one physical allocation per run of up to 24 MiB (each mapping costs ~25 us on a GPU
     # whatever its size); an extent with a live block in it stays mapped, the rest is unmapped.
     if mode != "expandable":
         pytest.skip("expandable only")
     before = _stats()["num_device_alloc"]
     a = torch.empty(64 * MiB, dtype=torch.uint8, device="musa")
     mapped = _stats()["num_device_alloc"] - before
-    assert 1 <= mapped <= 6, mapped  # 32 pages of 2 MiB, in extents of <= 12 MiB
+    assert 1 <= mapped <= 3, mapped  # 32 pages of 2 MiB, in extents of <= 24 MiB
     ref = torch.arange(64 * MiB, dtype=torch.int64).remainder_(251).to(torch.uint8)
     a.copy_(ref)  # one tensor across several extents reads back whole
     assert torch.equal(a.cpu(), ref)
@@ -92,7 +92,7 @@ def test_expandable_maps_extents_not_pages(mode):
     small = torch.empty(2 * MiB, dtype=torch.uint8, device="musa")  # lands in the cached range
     torch.musa.empty_cache()
     reserved = torch.musa.memory_reserved()
-    assert 2 * MiB <= reserved <= 12 * MiB, reserved
+    assert 2 * MiB <= reserved <= 24 * MiB, reserved  # one extent, not the 64 MiB
     small.fill_(3)
     assert int(small.sum().item()) == 3 * 2 * MiB
     del small
