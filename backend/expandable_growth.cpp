@@ -141,11 +141,15 @@ Block* DeviceCachingAllocator::grow_expandable(ExpandableSegment* seg, BlockPool
     reclaim(seg, pool, reserved() + plan.map_len - peak, plan.head, plan.tail);
     plan = pick();
     if (!plan.u) return nullptr;
-    // Still above the mark although more than two extents' worth of cached
-    // memory is mapped: it sits in extents that live blocks keep mapped, so
-    // smaller extents from now on.
-    size_t idle = reserved() - static_cast<size_t>(stats_.allocated_bytes[0].current);
-    if (reserved() + plan.map_len > peak && idle > 2 * seg->max_extent()) seg->shrink_extents();
+    // Still above the mark although more than two extents' worth of this
+    // segment's memory is mapped and free: it sits in extents that live
+    // blocks keep mapped, so smaller extents from now on.
+    if (reserved() + plan.map_len > peak) {
+      size_t idle = 0;
+      for (Block* b : pool.blocks)
+        if (b->expandable == seg) idle += b->size;
+      if (idle > 2 * seg->max_extent()) seg->shrink_extents();
+    }
   }
   *over_limit = limit_ && reserved() + plan.map_len > limit_;
   if (*over_limit) {
@@ -167,7 +171,11 @@ Block* DeviceCachingAllocator::grow_expandable(ExpandableSegment* seg, BlockPool
     }
     size_t off = static_cast<size_t>(target->ptr - seg->base());
     size_t before = seg->mapped_bytes(), count = 0;
-    if (!seg->map(off, plan.map_len, &count, why)) return nullptr;
+    if (!seg->map(off, plan.map_len, &count, why)) {
+      pool.unmapped.erase(target);  // the part split off for mapping rejoins its unmapped neighbours
+      insert_unmapped(target);
+      return nullptr;
+    }
     stats_.num_device_alloc += static_cast<int64_t>(count);
     segment_mapped_changed(seg, pool, before);
     pool.unmapped.erase(target);

@@ -35,12 +35,21 @@ ExpandableSegment::ExpandableSegment(c10::DeviceIndex device, void* stream, size
 }
 
 ExpandableSegment::~ExpandableSegment() {
-  try {
-    unmap(0, virtual_size());
-    release_spares();
-  } catch (const std::exception&) {
-    // A destructor must not throw; the address range is given back below anyway.
+  // A destructor must not throw: one failed unmap must not keep the other
+  // extents (or the spares) from being freed.
+  for (size_t i = 0; i < extent_of_.size();) {
+    if (extent_of_[i] != i) {
+      ++i;
+      continue;
+    }
+    size_t next = i + extent_pages_[i];
+    try {
+      unmap_extent(i, /*keep_spare=*/false);
+    } catch (const std::exception&) {
+    }
+    i = next;
   }
+  release_spares();
   (void)musaMemAddressFree(base_, virtual_size());
   (void)musaGetLastError();
 }
@@ -72,7 +81,11 @@ bool ExpandableSegment::map(size_t offset, size_t len, size_t* count, std::strin
       h = spare->second;
       spares_.erase(spare);
     } else if (musaMemCreate(&h, run * page_, device_) != musaSuccess) {
-      return undo();
+      // Spares of other lengths may hold the memory this run needs (near
+      // the device's capacity): free them and try once more.
+      if (spares_.empty()) return undo();
+      release_spares();
+      if (musaMemCreate(&h, run * page_, device_) != musaSuccess) return undo();
     }
     if (musaMemMap(base_ + i * page_, run * page_, 0, h) != musaSuccess) {
       spares_.emplace(static_cast<uint32_t>(run), h);
@@ -101,6 +114,7 @@ std::pair<size_t, size_t> ExpandableSegment::whole_extents(size_t offset, size_t
     if (e != kUnmapped && e + extent_pages_[e] > hi) hi = e;
   }
   if (lo >= hi) return {0, 0};
+  if ((hi - lo) * page_ <= max_bytes) return {lo * page_, hi * page_};
   // Only the last extents, as few as cover max_bytes.
   size_t start = hi;
   while (start > lo && (hi - start) * page_ < max_bytes) {
