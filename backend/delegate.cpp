@@ -13,7 +13,6 @@
 #include <c10/util/FunctionRef.h>
 #include <c10/util/SmallVector.h>
 #include <mutex>
-#include <typeinfo>
 #include <unordered_map>
 #include <vector>
 
@@ -315,8 +314,9 @@ void delegate_structured_ops() {
                            op->hasKernelForDispatchKey(c10::DispatchKey::CUDA);
       bool device_specific = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) && device_kernel;
       std::string qualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
-      // Pointwise ops of the common shapes take the unboxed fast path (not
-      // composites: those decompose above the backend, autograd included).
+      // Ops of the common shapes (tensors and scalars; in place only when
+      // pointwise) take the unboxed fast path (not composites: those
+      // decompose above the backend, autograd included).
       if (device_kernel && !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
           op_layer::delegate_unboxed(*lib, *op, qualified))
         continue;

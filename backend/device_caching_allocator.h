@@ -10,7 +10,6 @@
 #include <chrono>
 #include <deque>
 #include <map>
-#include <tuple>
 #include <mutex>
 #include <set>
 #include <thread>

@@ -1,6 +1,6 @@
 // Expandable segments inside the caching allocator: which segment serves a
-// request, how a segment grows in place, and how cached pages are given back
-// (unmapped) so reserved memory follows allocated memory.
+// request, how a segment grows in place, and how cached extents are given
+// back (unmapped) so reserved memory follows allocated memory.
 #include "device_caching_allocator.h"
 
 namespace torch_musa::allocator {
@@ -133,9 +133,10 @@ Block* DeviceCachingAllocator::grow_expandable(ExpandableSegment* seg, BlockPool
   Plan plan = pick();
   if (!plan.u) return nullptr;
   // Keep peak reserved at peak in use: when the new pages would raise the
-  // reserved high-water mark, first give back that many cached pages of this
-  // stream's segments. Below the mark, cached pages stay mapped, which spares
-  // the map/unmap churn (each page costs driver calls) on steady-state traces.
+  // reserved high-water mark, first give back that many bytes of cached
+  // extents of this stream's segments. Below the mark, cached extents stay
+  // mapped, which spares the map/unmap churn (each mapping costs driver
+  // calls) on steady-state traces.
   size_t peak = static_cast<size_t>(stats_.reserved_bytes[0].peak);
   if (plan.map_len && reserved() + plan.map_len > peak) {
     reclaim(seg, pool, reserved() + plan.map_len - peak, plan.head, plan.tail);

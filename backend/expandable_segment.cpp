@@ -37,18 +37,12 @@ ExpandableSegment::ExpandableSegment(c10::DeviceIndex device, void* stream, size
 ExpandableSegment::~ExpandableSegment() {
   // A destructor must not throw: one failed unmap must not keep the other
   // extents (or the spares) from being freed.
-  for (size_t i = 0; i < extent_of_.size();) {
-    if (extent_of_[i] != i) {
-      ++i;
-      continue;
-    }
-    size_t next = i + extent_pages_[i];
+  for_each_extent(0, extent_of_.size(), [this](size_t first, size_t) {
     try {
-      unmap_extent(i, /*keep_spare=*/false);
+      unmap_extent(first, /*keep_spare=*/false);
     } catch (const std::exception&) {
     }
-    i = next;
-  }
+  });
   release_spares();
   (void)musaMemAddressFree(base_, virtual_size());
   (void)musaGetLastError();
@@ -144,17 +138,10 @@ size_t ExpandableSegment::unmap(size_t offset, size_t len, bool keep_spare) {
   TORCH_INTERNAL_ASSERT(offset % page_ == 0 && len % page_ == 0 && offset + len <= virtual_size());
   DeviceScope scope(device_);
   size_t n = 0;
-  const size_t last = (offset + len) / page_;
-  for (size_t i = offset / page_; i < last;) {
-    uint32_t e = extent_of_[i];
-    if (e == kUnmapped) {
-      ++i;
-      continue;
-    }
-    size_t end = e + extent_pages_[e];
-    if (e >= offset / page_ && end <= last) unmap_extent(e, keep_spare), ++n;
-    i = end;
-  }
+  const size_t first = offset / page_, last = (offset + len) / page_;
+  for_each_extent(first, last, [&](size_t e, size_t end) {
+    if (e >= first && end <= last) unmap_extent(e, keep_spare), ++n;
+  });
   return n;
 }
 

@@ -19,8 +19,8 @@
 
 #include <c10/core/Device.h>
 
-#include <cstddef>
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -90,6 +90,21 @@ class ExpandableSegment {
   size_t max_extent_ = kMaxExtent;
 
   void unmap_extent(size_t first, bool keep_spare);
+  // Calls fn(first page, end page) for each mapped extent that overlaps pages
+  // [first, last); fn may unmap that extent.
+  template <class Fn>
+  void for_each_extent(size_t first, size_t last, Fn fn) {
+    for (size_t i = first; i < last;) {
+      uint32_t e = extent_of_[i];
+      if (e == kUnmapped) {
+        ++i;
+        continue;
+      }
+      size_t end = e + extent_pages_[e];
+      fn(e, end);
+      i = end;
+    }
+  }
 };
 
 }  // namespace torch_musa::allocator

@@ -3,10 +3,10 @@
 #include <ATen/core/Tensor.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-
-#include <thread>
 #include <torch/csrc/Event.h>
 #include <torch/csrc/Generator.h>
+
+#include <thread>
 
 #include "caching_allocator.h"
 #include "delegate.h"

@@ -7,8 +7,9 @@
 // Blocks lent during the running op stay in a small per-thread list: scratch
 // frees and adoption of outputs, nearly always on the same thread and within
 // the op, then take no lock and no table. What is still lent when the op ends
-// (memory a library keeps, such as a workspace) moves to a shared table. A block freed by another thread while its op still runs is
-// marked, and freed when that op ends.
+// (memory a library keeps, such as a workspace) moves to a shared table. A
+// block freed by another thread while its op still runs is marked, and freed
+// when that op ends.
 #pragma once
 
 #include <c10/core/Allocator.h>
