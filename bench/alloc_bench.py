@@ -214,6 +214,16 @@ def main():
         print(json.dumps(child(backend, mode, trace, "--quick" in sys.argv)))
         return
     quick = "--quick" in sys.argv
+    # --rows musa:expandable,cuda:expandable measures only those allocators
+    rows = None
+    if "--rows" in sys.argv:
+        known = [f"{b}:{m}" for b in ("musa", "cuda") for m in ("classic", "expandable")]
+        i = sys.argv.index("--rows") + 1
+        rows = sys.argv[i].split(",") if i < len(sys.argv) else []
+        bad = [r for r in rows if r not in known]
+        if not rows or bad:
+            sys.exit(f"alloc_bench: --rows takes a comma-separated list of {', '.join(known)}"
+                     f"{'; unknown: ' + ', '.join(bad) if bad else ''}")
     backends = ["musa"] + (["cuda"] if cuda_available() else [])
     driver = subprocess.run([sys.executable, "-c", "import torch, torch_musa; print(torch.musa.get_driver_name())"],
                             capture_output=True, text=True).stdout.strip()
@@ -223,8 +233,6 @@ def main():
           f"{'us/pair':>8} {'hot us/pair':>11} {'dev allocs':>10}"
     print(hdr)
     print("-" * len(hdr))
-    # --rows musa:expandable,cuda:expandable measures only those allocators
-    rows = sys.argv[sys.argv.index("--rows") + 1].split(",") if "--rows" in sys.argv else None
     for trace in TRACES:
         for backend in backends:
             for mode in ("classic", "expandable"):
