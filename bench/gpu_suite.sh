@@ -32,13 +32,13 @@ python3 -c "import torch; print(\"driver\", torch.musa.get_driver_name(), torch.
 
 if has tests; then
   t0=$SECONDS
-  timeout ${TESTS_TIMEOUT:-900} python3 -m pytest tests -q -rs -p no:cacheprovider --ignore=tests/test_opinfo_sweep.py --ignore=tests/tools --timeout=300 \
+  timeout ${TESTS_TIMEOUT:-900} python3 -m pytest tests -q -rs -p no:cacheprovider --ignore=tests/ops/test_opinfo_sweep.py --ignore=tests/tools --timeout=300 \
     >"$OUT/tests.log" 2>&1
   summary+=("tests (cuda driver): $(tail -1 "$OUT/tests.log") ($((SECONDS - t0)) s)")
 fi
 if has opinfo; then
   t0=$SECONDS
-  timeout ${OPINFO_TIMEOUT:-400} python3 -m tests.opinfo_sweep --json "$OUT/opinfo.json" >"$OUT/opinfo.log" 2>&1
+  timeout ${OPINFO_TIMEOUT:-400} python3 -m tests.ops.opinfo_sweep --json "$OUT/opinfo.json" >"$OUT/opinfo.log" 2>&1
   summary+=("opinfo (cuda driver): $(grep -iE 'pass rate|pass ' "$OUT/opinfo.log" | tail -2 | tr '\n' ' ') ($((SECONDS - t0)) s)")
 fi
 if has bench; then

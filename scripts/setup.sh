@@ -19,6 +19,6 @@ if ! $PY -c "import torch, sys; v=tuple(map(int, torch.__version__.split('+')[0]
 fi
 # Pinned to the installed torch so nothing pulls a second one.
 TORCH_VERSION=$($PY -c "import torch; print(torch.__version__.split('+')[0])")
-$PY -m pip install -q "torch==${TORCH_VERSION}" ninja cmake expecttest pytest libcst tqdm
+$PY -m pip install -q "torch==${TORCH_VERSION}" numpy ninja cmake expecttest pytest libcst tqdm
 $PY -m pip install -q --no-build-isolation -e .
 $PY -c "import torch; print('torch_musa ready:', torch.musa.device_count(), 'musa device(s), driver', torch.musa.get_driver_name())"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test: the runtime's C++ tests (ctest) and the Python suites
-# (foundation, allocator, tools, OpInfo sweep). Run scripts/setup.sh first.
+# (tests/core, memory, ops, tools; the OpInfo sweep is in ops). Run scripts/setup.sh first.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

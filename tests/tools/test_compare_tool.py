@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conftest import load_tool
+from tests.tools.conftest import load_tool
 
 ct = load_tool("compare_tool")
 

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from conftest import CORPUS, CORPUS_SCRIPTS, REPO, load_tool, run_python
+from tests.tools.conftest import CORPUS, CORPUS_SCRIPTS, REPO, load_tool, run_python
 
 conv = load_tool("musa_converter")
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conftest import CORE_MISSING
+from tests.tools.conftest import CORE_MISSING
 
 
 @pytest.fixture

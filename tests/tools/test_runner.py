@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from conftest import CORPUS, CORPUS_SCRIPTS, REPO, run_python
+from tests.tools.conftest import CORPUS, CORPUS_SCRIPTS, REPO, run_python
 
 
 @pytest.mark.parametrize("script", CORPUS_SCRIPTS)

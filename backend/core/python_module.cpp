@@ -1,0 +1,136 @@
+// torch_musa._C: the small Python surface over the runtime and backend.
+// Most of torch.musa is plain Python over torch's generic device APIs.
+#include <ATen/core/Tensor.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/Event.h>
+#include <torch/csrc/Generator.h>
+
+#include <thread>
+
+#include "memory/caching_allocator.h"
+#include "ops/delegate.h"
+#include "core/device.h"
+#include "core/generator.h"
+#include "core/musa_check.h"
+#include "ops/routed_blocks.h"
+#include "core/stream.h"
+#include "version_gates.h"
+
+namespace py = pybind11;
+
+namespace torch_musa::allocator {
+void bind_python(py::module& m);  // allocator_python.cpp: snapshots, history, pools, settings
+}
+
+namespace torch_musa {
+namespace {
+
+py::dict device_properties(c10::DeviceIndex device) {
+  check_device_index(device);
+  musaDeviceProp p{};
+  MUSA_CHECK(musaGetDeviceProperties(&p, device));
+  py::dict d;
+  d["name"] = std::string(p.name);
+  d["total_memory"] = p.totalGlobalMem;
+  d["multi_processor_count"] = p.multiProcessorCount;
+  d["major"] = p.major;
+  d["minor"] = p.minor;
+  d["warp_size"] = p.warpSize;
+  d["max_threads_per_block"] = p.maxThreadsPerBlock;
+  d["L2_cache_size"] = p.l2CacheSize;
+  d["is_host_emulated"] = p.isHostEmulated != 0;
+  d["uuid"] = std::string(p.uuid);
+  return d;
+}
+
+}  // namespace
+}  // namespace torch_musa
+
+PYBIND11_MODULE(_C, m) {
+  using namespace torch_musa;
+  m.doc() = "torch_musa native extension";
+  delegate_structured_ops();
+  m.attr("_torch_version_major") = TORCH_VERSION_MAJOR;
+  m.attr("_torch_version_minor") = TORCH_VERSION_MINOR;
+
+  m.def("_driver_name", [] { return std::string(musaGetDriverName()); });
+  m.def("_built_drivers", [] { return std::string(musaGetBuiltDrivers()); });
+  m.def("_device_count", [] { return static_cast<int>(device_count()); });
+  m.def("_init_error", []() -> std::string {
+    int n = 0;
+    if (musaGetDeviceCount(&n) != musaSuccess) {
+      std::string msg = musaGetLastErrorMessage();
+      (void)musaGetLastError();
+      return msg.empty() ? "unknown error" : msg;
+    }
+    return "";
+  });
+  m.def("_current_device", [] { return static_cast<int>(current_device()); });
+  // Test hook: a musa block lent to the kernel device by this thread and
+  // released by another thread while "the op" still runs must stay allocated
+  // until the op ends, then be freed. Returns (released, bytes during, bytes after).
+  m.def("_check_lent_block_released_elsewhere", [] {
+    auto d = current_device();
+    auto allocated = [d] { return allocator::device_stats(d).allocated_bytes[0].current; };
+    int64_t before = allocated();
+    c10::DataPtr musa = allocator::get()->allocate(1 << 20);
+    void* p = musa.get();
+    routed_blocks::lend(std::move(musa));
+    bool released = false;
+    std::thread([&] {
+      released = !routed_blocks::release(p, false) && allocator::is_allocated_block(p) &&
+                 routed_blocks::release(p, true);
+    }).join();
+    int64_t during = allocated() - before;
+    routed_blocks::end_op();
+    return std::make_tuple(released, during, allocated() - before);
+  });
+  m.def("_set_device", [](int d) { set_device(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_synchronize", [](int d) {
+    py::gil_scoped_release no_gil;
+    DeviceScope scope(static_cast<c10::DeviceIndex>(d));
+    MUSA_CHECK(musaDeviceSynchronize());
+  });
+  m.def("_device_properties", [](int d) { return device_properties(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_is_initialized", [](int d) { return is_device_initialized(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_stream_priority_range", [] {
+    int least = 0, greatest = 0;
+    MUSA_CHECK(musaDeviceGetStreamPriorityRange(&least, &greatest));
+    return py::make_tuple(least, greatest);
+  });
+  m.def("_stream_priority", [](int64_t id, int device) {
+    return stream_priority(c10::Stream(c10::Stream::UNSAFE,
+                                       c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)),
+                                       id));
+  });
+
+  m.def("_reset_peak_stats", [](int d) { allocator::reset_peak_stats(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_reset_accumulated_stats", [](int d) { allocator::reset_accumulated_stats(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_empty_cache", [] { allocator::empty_cache(); });
+  m.def("_mem_get_info", [](int d) {
+    DeviceScope scope(static_cast<c10::DeviceIndex>(d));
+    size_t free = 0, total = 0;
+    MUSA_CHECK(musaMemGetInfo(&free, &total));
+    return py::make_tuple(free, total);
+  });
+  m.def("_set_memory_fraction", [](double f, int d) { allocator::set_memory_fraction(f, static_cast<c10::DeviceIndex>(d)); });
+  allocator::bind_python(m);
+
+  m.def("_default_generator", [](int d) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(d))));
+  });
+
+  // torch.Event.elapsed_time rejects subclasses as `other`; read both events directly.
+  m.def("_event_elapsed_time", [](py::handle a, py::handle b) {
+    TORCH_CHECK(THPEvent_Check(a.ptr()) && THPEvent_Check(b.ptr()), "elapsed_time expects two torch.Event objects");
+    auto& ea = reinterpret_cast<THPEvent*>(a.ptr())->event;
+    auto& eb = reinterpret_cast<THPEvent*>(b.ptr())->event;
+    py::gil_scoped_release no_gil;
+    return ea.elapsedTime(eb);
+  });
+  m.def("_copy_path_counts", [] { return copy_path_counts(); });
+  m.def("_reset_copy_path_counts", [] { reset_copy_path_counts(); });
+  m.def("_delegated_op_count", [] { return delegated_op_count(); });
+}

@@ -1,0 +1,700 @@
+// Internal to the musa caching allocator: the per-device allocator (blocks,
+// pools, expandable segments, private pools, history). Included only by
+// caching_allocator.cpp, which adds the c10::DeviceAllocator front end.
+#pragma once
+
+#include "memory/caching_allocator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+#include <c10/util/flat_hash_map.h>
+#include <vector>
+
+#include "memory/allocator_config.h"
+#include "core/device.h"
+#include "memory/expandable_segment.h"
+#include "core/musa_check.h"
+#include "core/stream.h"
+
+namespace torch_musa::allocator {
+namespace detail {
+
+using c10::CachingAllocator::Stat;
+using c10::CachingAllocator::StatArray;
+using c10::CachingAllocator::StatType;
+using c10::MempoolId_t;
+
+constexpr size_t kMinBlockSize = 512;          // all sizes are rounded to this
+constexpr size_t kSmallSize = 1 << 20;         // small pool: requests <= 1 MiB
+constexpr size_t kSmallBuffer = 2 << 20;       // small pool segments are 2 MiB
+constexpr size_t kLargeBuffer = 20 << 20;      // mid-size requests get 20 MiB segments
+constexpr size_t kMinLargeAlloc = 10 << 20;    // above this, round to 2 MiB
+constexpr size_t kRoundLarge = 2 << 20;
+
+inline std::string format_size(size_t bytes) {
+  char buf[64];
+  if (bytes < 1024) snprintf(buf, sizeof buf, "%zu bytes", bytes);
+  else if (bytes < (1 << 20)) snprintf(buf, sizeof buf, "%.2f KiB", bytes / 1024.0);
+  else if (bytes < (size_t(1) << 30)) snprintf(buf, sizeof buf, "%.2f MiB", bytes / 1048576.0);
+  else snprintf(buf, sizeof buf, "%.2f GiB", bytes / 1073741824.0);
+  return buf;
+}
+
+inline size_t round_size(size_t n, const AllocatorConfig& cfg) {
+  if (n < kMinBlockSize) return kMinBlockSize;
+  size_t div = cfg.divisions_for(n);
+  if (div > 1 && n > kMinBlockSize * div) {
+    size_t pow2 = size_t(1) << (63 - __builtin_clzll(n));  // floor power of two
+    if (pow2 == n) return n;
+    size_t step = pow2 / div;
+    return (n + step - 1) / step * step;
+  }
+  return (n + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
+
+inline size_t segment_size(size_t n) {
+  if (n <= kSmallSize) return kSmallBuffer;
+  if (n < kMinLargeAlloc) return kLargeBuffer;
+  return (n + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+}
+
+inline int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+struct BlockPool;
+
+struct Block {
+  c10::DeviceIndex device;
+  musaStream_t stream;
+  size_t size;
+  size_t requested = 0;
+  char* ptr;
+  BlockPool* pool;
+  bool allocated = false;
+  bool mapped = true;     // false only for unmapped ranges of an expandable segment
+  Block* prev = nullptr;  // neighbours within the same segment
+  Block* next = nullptr;
+  std::vector<c10::Stream> stream_uses;
+  int pending_events = 0;
+  int gc_count = 0;
+  ExpandableSegment* expandable = nullptr;
+  std::shared_ptr<c10::GatheredContext> context;
+  Block(c10::DeviceIndex d, musaStream_t s, size_t sz, BlockPool* p, void* ptr_)
+      : device(d), stream(s), size(sz), ptr(static_cast<char*>(ptr_)), pool(p) {}
+  bool is_split() const { return prev || next; }
+  bool is_free() const { return !allocated && pending_events == 0; }
+};
+
+inline bool block_less(const Block* a, const Block* b) {
+  if (a->stream != b->stream) return reinterpret_cast<uintptr_t>(a->stream) < reinterpret_cast<uintptr_t>(b->stream);
+  if (a->size != b->size) return a->size < b->size;
+  return reinterpret_cast<uintptr_t>(a->ptr) < reinterpret_cast<uintptr_t>(b->ptr);
+}
+
+using BlockSet = std::set<Block*, bool (*)(const Block*, const Block*)>;
+
+struct PrivatePool;
+
+struct BlockPool {
+  BlockSet blocks{block_less};    // free, mapped blocks
+  BlockSet unmapped{block_less};  // free, unmapped ranges of expandable segments
+  bool is_small;
+  PrivatePool* owner;
+  BlockPool(bool small, PrivatePool* o) : is_small(small), owner(o) {}
+};
+
+struct PrivatePool {
+  MempoolId_t id;
+  BlockPool small{true, this}, large{false, this};
+  int use_count = 1;
+  int allocated = 0;
+  explicit PrivatePool(MempoolId_t i) : id(i) {}
+};
+
+inline void update(StatArray& arr, bool small, int64_t delta) {
+  auto apply = [delta](Stat& s) {
+    if (delta >= 0) s.increase(static_cast<size_t>(delta));
+    else s.decrease(static_cast<size_t>(-delta));
+  };
+  apply(arr[static_cast<size_t>(StatType::AGGREGATE)]);
+  apply(arr[static_cast<size_t>(small ? StatType::SMALL_POOL : StatType::LARGE_POOL)]);
+}
+
+inline std::atomic<uint64_t> g_pool_uid{1};
+
+// History settings, shared by all devices (torch.cuda's are process-wide too).
+inline std::atomic<int> g_record_enabled{0};  // 0 off, 1 state, 2 all
+inline std::atomic<int> g_record_context{0};  // 0 none, 1 state, 2 alloc, 3 all
+inline std::atomic<bool> g_record_cpp{false};
+inline std::atomic<ContextFn> g_context_fn{nullptr};
+inline std::atomic<size_t> g_max_entries{0};
+
+inline std::shared_ptr<c10::GatheredContext> gather_context(int min_level) {
+  ContextFn fn = g_context_fn.load();
+  if (!fn || g_record_context.load() < min_level) return nullptr;
+  return fn(g_record_cpp.load());
+}
+
+class DeviceCachingAllocator {
+ public:
+  explicit DeviceCachingAllocator(c10::DeviceIndex device) : device_(device) {}
+
+  Block* malloc(size_t requested, musaStream_t stream, std::shared_ptr<c10::GatheredContext> ctx) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    const AllocatorConfig& cfg = allocator_config();
+    stats_.max_split_size = static_cast<int64_t>(cfg.max_split_size);
+    process_events();
+    size_t size = round_size(requested, cfg);
+    BlockPool& pool = select_pool(size);
+    if (cfg.garbage_collection_threshold > 0) age_blocks(pool);
+    Block* block = take_free_block(pool, stream, size, cfg);
+    if (!block && cfg.garbage_collection_threshold > 0) garbage_collect(cfg);
+    std::string why;
+    bool over_limit = false;
+    if (!block) block = alloc_new(pool, stream, size, cfg, &why, &over_limit);
+    if (!block) {
+      // Free everything cached (all pools, all streams) and try once more.
+      stats_.num_alloc_retries++;
+      release_all_cached();
+      block = alloc_new(pool, stream, size, cfg, &why, &over_limit);
+    }
+    if (!block) raise_oom(requested, stream, pool, cfg, why, over_limit);
+    block = maybe_split(block, size, cfg);
+    block->allocated = true;
+    block->requested = requested;
+    block->gc_count = 0;
+    block->context = g_record_context.load() >= 1 ? std::move(ctx) : nullptr;
+    active_.emplace(block->ptr, block);
+    if (pool.owner) pool.owner->allocated++;
+    bool small = pool.is_small;
+    update(stats_.allocation, small, 1);
+    update(stats_.allocated_bytes, small, static_cast<int64_t>(block->size));
+    update(stats_.active, small, 1);
+    update(stats_.active_bytes, small, static_cast<int64_t>(block->size));
+    update(stats_.requested_bytes, small, static_cast<int64_t>(requested));
+    if (block->size >= cfg.max_split_size) stats_.oversize_allocations.increase(1);
+    trace(TraceAction::ALLOC, block->ptr, block->size, stream, pool, block->context, 2);
+    return block;
+  }
+
+  void free(Block* block, std::shared_ptr<c10::GatheredContext> ctx) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    active_.erase(block->ptr);
+    block->allocated = false;
+    bool small = block->pool->is_small;
+    update(stats_.allocation, small, -1);
+    update(stats_.allocated_bytes, small, -static_cast<int64_t>(block->size));
+    update(stats_.requested_bytes, small, -static_cast<int64_t>(block->requested));
+    if (block->size >= allocator_config().max_split_size) stats_.oversize_allocations.decrease(1);
+    trace(TraceAction::FREE_REQUESTED, block->ptr, block->size, block->stream, *block->pool, ctx, 3);
+    if (!block->stream_uses.empty()) {
+      insert_events(block);
+    } else {
+      free_block(block);
+    }
+  }
+
+  Block* find(void* ptr) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    auto it = active_.find(ptr);
+    return it == active_.end() ? nullptr : it->second;
+  }
+
+  void record_stream(Block* block, c10::Stream stream) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    if (native_stream(stream) == block->stream) return;
+    for (auto& s : block->stream_uses)
+      if (s == stream) return;
+    block->stream_uses.push_back(stream);
+  }
+
+  void empty_cache() {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    release_all_cached();
+  }
+
+  c10::CachingDeviceAllocator::DeviceStats stats() {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    stats_.max_split_size = static_cast<int64_t>(allocator_config().max_split_size);
+    return stats_;
+  }
+
+  ExtraStats extra() {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    ExtraStats e;
+    e.num_oom_rejections = num_oom_rejections_;
+    for (auto& [id, arr] : pool_reserved_) e.reserved_by_private_pools.emplace_back(id, arr);
+    return e;
+  }
+
+  void reset_peak() {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    for (StatArray* a : all_stat_arrays())
+      for (auto& s : *a) s.reset_peak();
+    stats_.oversize_allocations.reset_peak();
+    stats_.oversize_segments.reset_peak();
+  }
+
+  void reset_accumulated() {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    for (StatArray* a : all_stat_arrays())
+      for (auto& s : *a) s.reset_accumulated();
+    stats_.oversize_allocations.reset_accumulated();
+    stats_.oversize_segments.reset_accumulated();
+    stats_.num_alloc_retries = 0;
+    stats_.num_ooms = 0;
+    stats_.num_sync_all_streams = 0;
+    stats_.num_device_alloc = 0;
+    stats_.num_device_free = 0;
+  }
+
+  void set_fraction(double f) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    limit_ = static_cast<size_t>(f * static_cast<double>(total_memory()));
+    fraction_ = f;
+  }
+  double fraction() {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    return fraction_;
+  }
+
+  // ---- private pools ----
+  MempoolId_t create_pool() {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    MempoolId_t id{0, g_pool_uid++};
+    pools_.emplace(id, std::make_unique<PrivatePool>(id));
+    return id;
+  }
+  PrivatePool& pool_of(MempoolId_t id) {
+    auto it = pools_.find(id);
+    TORCH_CHECK(it != pools_.end(), "musa: no memory pool with id (", id.first, ", ", id.second, ") on device ",
+                static_cast<int>(device_), ": it was released, or belongs to another device; use a live "
+                "torch.musa.MemPool of this device");
+    return *it->second;
+  }
+  void begin_pool(MempoolId_t id) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    pool_of(id).use_count++;
+    routes_.emplace_back(id, std::this_thread::get_id());
+  }
+  void end_pool(MempoolId_t id) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    auto me = std::this_thread::get_id();
+    for (auto it = routes_.rbegin(); it != routes_.rend(); ++it)
+      if (it->first == id && it->second == me) {
+        routes_.erase(std::next(it).base());
+        return;
+      }
+  }
+  void retain_pool(MempoolId_t id) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    pool_of(id).use_count++;
+  }
+  int use_count(MempoolId_t id) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    auto it = pools_.find(id);
+    return it == pools_.end() ? 0 : it->second->use_count;
+  }
+  void release_pool(MempoolId_t id) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    auto it = pools_.find(id);
+    if (it == pools_.end()) return;
+    if (--it->second->use_count <= 0) maybe_drop_pool(*it->second);
+  }
+
+  void snapshot_into(Snapshot& out, const MempoolId_t* only);
+  void traces_into(std::vector<TraceSnapshot>& out) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    out.insert(out.end(), traces_.begin() + static_cast<long>(trace_next_), traces_.end());
+    out.insert(out.end(), traces_.begin(), traces_.begin() + static_cast<long>(trace_next_));
+  }
+  void clear_traces() {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    traces_.clear();
+    trace_next_ = 0;
+  }
+  void note_snapshot() {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    trace(TraceAction::SNAPSHOT, nullptr, 0, nullptr, large_, nullptr, 99);
+  }
+
+ private:
+  std::vector<StatArray*> all_stat_arrays() {
+    return {&stats_.allocation, &stats_.segment, &stats_.active, &stats_.inactive_split,
+            &stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+            &stats_.inactive_split_bytes, &stats_.requested_bytes};
+  }
+
+  size_t total_memory() {
+    DeviceScope scope(device_);
+    size_t free = 0, total = 0;
+    MUSA_CHECK(musaMemGetInfo(&free, &total));
+    return total;
+  }
+
+  BlockPool& select_pool(size_t size) {
+    if (!routes_.empty()) {
+      auto me = std::this_thread::get_id();
+      for (auto it = routes_.rbegin(); it != routes_.rend(); ++it)
+        if (it->second == me) {
+          PrivatePool& p = pool_of(it->first);
+          return size <= kSmallSize ? p.small : p.large;
+        }
+    }
+    return size <= kSmallSize ? small_ : large_;
+  }
+
+  void trace(TraceAction a, void* addr, size_t size, musaStream_t stream, const BlockPool& pool,
+             std::shared_ptr<c10::GatheredContext> ctx, int ctx_level) {
+    if (g_record_enabled.load() < 2) return;
+    size_t max = g_max_entries.load();
+    if (max == 0) return;
+    if (g_record_context.load() < ctx_level) ctx = nullptr;
+    MempoolId_t id = pool.owner ? pool.owner->id : MempoolId_t{0, 0};
+    TraceSnapshot t{a, device_, reinterpret_cast<size_t>(addr), size, stream, id, now_us(), std::move(ctx)};
+    if (traces_.size() < max) {
+      traces_.push_back(std::move(t));
+    } else {
+      traces_[trace_next_ % traces_.size()] = std::move(t);
+      trace_next_ = (trace_next_ + 1) % traces_.size();
+    }
+  }
+
+  // Best fit among the cached blocks of `stream`, with torch.cuda's
+  // max_split_size rules: oversize blocks serve only near-exact requests.
+  Block* take_free_block(BlockPool& pool, musaStream_t stream, size_t size, const AllocatorConfig& cfg) {
+    Block key(device_, stream, size, &pool, nullptr);
+    auto it = pool.blocks.lower_bound(&key);
+    if (it == pool.blocks.end() || (*it)->stream != stream) return nullptr;
+    Block* b = *it;
+    if (size < cfg.max_split_size && b->size >= cfg.max_split_size) return nullptr;
+    if (size >= cfg.max_split_size && b->size >= size + kLargeBuffer) return nullptr;
+    pool.blocks.erase(it);
+    note_free_removed(b);
+    return b;
+  }
+
+  void note_free_removed(Block* b) {
+    if (b->is_split()) {
+      update(stats_.inactive_split, b->pool->is_small, -1);
+      update(stats_.inactive_split_bytes, b->pool->is_small, -static_cast<int64_t>(b->size));
+    }
+  }
+  void insert_free(Block* b) {
+    if (b->is_split()) {
+      update(stats_.inactive_split, b->pool->is_small, 1);
+      update(stats_.inactive_split_bytes, b->pool->is_small, static_cast<int64_t>(b->size));
+    }
+    b->pool->blocks.insert(b);
+  }
+
+  void add_reserved(BlockPool& pool, int64_t delta) {
+    update(stats_.reserved_bytes, pool.is_small, delta);
+    if (pool.owner) update(pool_reserved_[pool.owner->id], pool.is_small, delta);
+  }
+  size_t reserved() const { return static_cast<size_t>(stats_.reserved_bytes[0].current); }
+
+  Block* alloc_new(BlockPool& pool, musaStream_t stream, size_t size, const AllocatorConfig& cfg, std::string* why,
+                   bool* over_limit) {
+    if (cfg.expandable_segments && !pool.owner) return alloc_expandable(pool, stream, size, why, over_limit);
+    size_t seg = segment_size(size);
+    *over_limit = limit_ && reserved() + seg > limit_;
+    if (*over_limit) {
+      num_oom_rejections_++;
+      return nullptr;
+    }
+    void* ptr = nullptr;
+    DeviceScope scope(device_);
+    if (musaMalloc(&ptr, seg) != musaSuccess) {
+      *why = musaGetLastErrorMessage();
+      (void)musaGetLastError();
+      return nullptr;
+    }
+    stats_.num_device_alloc++;
+    update(stats_.segment, pool.is_small, 1);
+    add_reserved(pool, static_cast<int64_t>(seg));
+    if (seg >= cfg.max_split_size) stats_.oversize_segments.increase(1);
+    trace(TraceAction::SEGMENT_ALLOC, ptr, seg, stream, pool, nullptr, 99);
+    return new Block(device_, stream, seg, &pool, ptr);
+  }
+
+  // ---- expandable segments ----
+  // The expandable segment of (pool, stream). Its page is the device's
+  // allocation granularity (the rounding unit); physical memory is mapped in
+  // extents of several pages (expandable_segment.h says why).
+  // (Defined in expandable_growth.cpp.)
+  ExpandableSegment* segment_for(BlockPool& pool, musaStream_t stream);
+  // Inserts an unmapped free range, merged with unmapped free neighbours.
+  void insert_unmapped(Block* b);
+  // Keeps the segment and reserved-bytes stats in step with a segment's mapped bytes.
+  void segment_mapped_changed(ExpandableSegment* seg, BlockPool& pool, size_t before);
+
+  // Unmaps the whole extents inside a free, mapped block (which must not be
+  // in any set); the mapped remainders go back to the free set. Only the last
+  // extents, as few as cover `max_bytes`, are unmapped, so the block's front
+  // stays mapped for reuse. Returns the bytes unmapped.
+  size_t unmap_free_block(Block* b, size_t max_bytes = SIZE_MAX, bool keep_spare = false);
+
+  // Unmaps free extents of this stream's expandable segments in the pool
+  // (largest free blocks first, only as much of each as still needed) until
+  // `bytes` are released or none are left; `keep`/`keep2` are not touched.
+  // Extents of `seg` stay as its spares for the map that follows
+  // (alloc_expandable frees what that map did not use).
+  void reclaim(ExpandableSegment* seg, BlockPool& pool, size_t bytes, Block* keep, Block* keep2 = nullptr);
+
+  // A block of `size` from the expandable segment serving it (null when out of memory).
+  Block* alloc_expandable(BlockPool& pool, musaStream_t stream, size_t size, std::string* why, bool* over_limit);
+  Block* grow_expandable(ExpandableSegment* seg, BlockPool& pool, musaStream_t stream, size_t size,
+                         std::string* why, bool* over_limit);
+
+  // `b` takes over its neighbour `nb` (which is deleted).
+  void absorb(Block* b, Block* nb) {
+    if (nb == b->prev) {
+      b->ptr = nb->ptr;
+      b->prev = nb->prev;
+      if (b->prev) b->prev->next = b;
+    } else {
+      b->next = nb->next;
+      if (b->next) b->next->prev = b;
+    }
+    b->size += nb->size;
+    delete nb;
+  }
+
+  // Splits `b` at `offset` bytes; the new right part is returned (not in any set).
+  Block* split_at(Block* b, size_t offset) {
+    auto* rest = new Block(device_, b->stream, b->size - offset, b->pool, b->ptr + offset);
+    rest->mapped = b->mapped;
+    rest->expandable = b->expandable;
+    rest->prev = b;
+    rest->next = b->next;
+    if (rest->next) rest->next->prev = rest;
+    b->next = rest;
+    b->size = offset;
+    return rest;
+  }
+
+  Block* maybe_split(Block* block, size_t size, const AllocatorConfig& cfg) {
+    size_t remaining = block->size - size;
+    // Expandable remainders are kept however small: they join the next growth of the segment.
+    bool split = block->pool->is_small || block->expandable
+                     ? remaining >= kMinBlockSize
+                     : remaining > kSmallSize && block->size < cfg.max_split_size;
+    if (!split) return block;
+    if (block->expandable && block->mapped && remaining >= block->expandable->page_size()) {
+      // Take the end of the block when that leaves more whole extents free
+      // (an extent with a live byte cannot be unmapped).
+      ExpandableSegment* seg = block->expandable;
+      size_t off = static_cast<size_t>(block->ptr - seg->base());
+      auto front = seg->whole_extents(off + size, remaining);
+      auto back = seg->whole_extents(off, remaining);
+      if (back.second - back.first > front.second - front.first) {
+        Block* tail = split_at(block, remaining);
+        insert_free(block);
+        return tail;
+      }
+    }
+    insert_free(split_at(block, size));
+    return block;
+  }
+
+  void insert_events(Block* block) {
+    DeviceScope scope(device_);
+    auto uses = std::move(block->stream_uses);
+    block->stream_uses.clear();
+    for (auto& s : uses) {
+      musaEvent_t ev = nullptr;
+      MUSA_CHECK(musaEventCreateWithFlags(&ev, musaEventDisableTiming));
+      MUSA_CHECK(musaEventRecord(ev, native_stream(s)));
+      block->pending_events++;
+      pending_.emplace_back(ev, block);
+    }
+  }
+
+  void process_events() {
+    while (!pending_.empty()) {
+      auto [ev, block] = pending_.front();
+      musaError_t q = musaEventQuery(ev);
+      if (q == musaErrorNotReady) {
+        (void)musaGetLastError();
+        break;
+      }
+      (void)musaEventDestroy(ev);
+      pending_.pop_front();
+      if (--block->pending_events == 0) free_block(block);
+    }
+  }
+
+  void synchronize_and_free_events() {
+    if (pending_.empty()) return;
+    stats_.num_sync_all_streams++;
+    for (auto& [ev, block] : pending_) {
+      (void)musaEventSynchronize(ev);
+      (void)musaEventDestroy(ev);
+      if (--block->pending_events == 0) free_block(block);
+    }
+    pending_.clear();
+  }
+
+  // Returns a block to its pool, merging it with free mapped neighbours.
+  void free_block(Block* block) {
+    BlockPool& pool = *block->pool;
+    bool small = pool.is_small;
+    update(stats_.active, small, -1);
+    update(stats_.active_bytes, small, -static_cast<int64_t>(block->size));
+    trace(TraceAction::FREE_COMPLETED, block->ptr, block->size, block->stream, pool, nullptr, 99);
+    block->context.reset();
+    for (Block* nb : {block->prev, block->next}) {
+      if (!nb || !nb->is_free() || !nb->mapped) continue;
+      pool.blocks.erase(nb);
+      note_free_removed(nb);
+      absorb(block, nb);
+    }
+    insert_free(block);
+    if (pool.owner && --pool.owner->allocated == 0 && pool.owner->use_count <= 0) maybe_drop_pool(*pool.owner);
+  }
+
+  void release_cached(BlockPool& pool) {
+    DeviceScope scope(device_);
+    std::vector<Block*> expandable;
+    for (auto it = pool.blocks.begin(); it != pool.blocks.end();) {
+      Block* b = *it;
+      if (b->expandable) {
+        expandable.push_back(b);
+        it = pool.blocks.erase(it);
+        note_free_removed(b);
+        continue;
+      }
+      if (b->is_split()) {
+        ++it;
+        continue;
+      }
+      MUSA_CHECK(musaFree(b->ptr));
+      stats_.num_device_free++;
+      update(stats_.segment, pool.is_small, -1);
+      add_reserved(pool, -static_cast<int64_t>(b->size));
+      if (b->size >= allocator_config().max_split_size) stats_.oversize_segments.decrease(1);
+      trace(TraceAction::SEGMENT_FREE, b->ptr, b->size, b->stream, pool, nullptr, 99);
+      it = pool.blocks.erase(it);
+      delete b;
+    }
+    for (Block* b : expandable) unmap_free_block(b);
+  }
+
+  void release_all_cached() {
+    synchronize_and_free_events();
+    release_cached(small_);
+    release_cached(large_);
+    for (auto& [id, p] : pools_) {
+      release_cached(p->small);
+      release_cached(p->large);
+    }
+  }
+
+  void maybe_drop_pool(PrivatePool& p) {
+    release_cached(p.small);
+    release_cached(p.large);
+    if (p.allocated == 0 && p.small.blocks.empty() && p.large.blocks.empty()) {
+      auto it = pool_reserved_.find(p.id);
+      if (it != pool_reserved_.end()) {
+        for (auto& s : it->second) TORCH_INTERNAL_ASSERT(s.current == 0);
+      }
+      pools_.erase(p.id);
+    }
+  }
+
+  void age_blocks(BlockPool& pool) {
+    for (Block* b : pool.blocks) b->gc_count++;
+  }
+
+  // garbage_collection_threshold: once reserved memory passes the threshold
+  // of the allowed memory, free the cached whole segments (oldest first) that
+  // have gone unused longer than average, until below the threshold.
+  void garbage_collect(const AllocatorConfig& cfg) {
+    size_t allowed = limit_ ? limit_ : total_memory();
+    size_t target = static_cast<size_t>(cfg.garbage_collection_threshold * static_cast<double>(allowed));
+    if (reserved() <= target) return;
+    std::vector<Block*> cands;
+    for (BlockPool* p : {&small_, &large_})
+      for (Block* b : p->blocks)
+        if (b->expandable || !b->is_split()) cands.push_back(b);
+    if (cands.empty()) return;
+    double avg = 0;
+    for (Block* b : cands) avg += b->gc_count;
+    avg /= static_cast<double>(cands.size());
+    std::sort(cands.begin(), cands.end(), [](Block* a, Block* b) { return a->gc_count > b->gc_count; });
+    DeviceScope scope(device_);
+    for (Block* b : cands) {
+      if (reserved() <= target || b->gc_count < avg) break;
+      BlockPool& pool = *b->pool;
+      pool.blocks.erase(b);
+      note_free_removed(b);
+      if (b->expandable) {
+        unmap_free_block(b);
+        continue;
+      }
+      MUSA_CHECK(musaFree(b->ptr));
+      stats_.num_device_free++;
+      update(stats_.segment, pool.is_small, -1);
+      add_reserved(pool, -static_cast<int64_t>(b->size));
+      trace(TraceAction::SEGMENT_FREE, b->ptr, b->size, b->stream, pool, nullptr, 99);
+      delete b;
+    }
+  }
+
+  [[noreturn]] void raise_oom(size_t requested, musaStream_t stream, BlockPool& pool, const AllocatorConfig& cfg,
+                              const std::string& detail, bool over_limit) {
+    stats_.num_ooms++;
+    size_t free = 0, total = 0;
+    {
+      DeviceScope scope(device_);
+      (void)musaMemGetInfo(&free, &total);
+      (void)musaGetLastError();
+    }
+    trace(TraceAction::OOM, reinterpret_cast<void*>(free), requested, stream, pool, nullptr, 99);
+    auto allocated = static_cast<size_t>(stats_.allocated_bytes[0].current);
+    TORCH_CHECK_WITH(
+        OutOfMemoryError, false, "musa out of memory. Tried to allocate ", format_size(requested),
+        ". musa device ", static_cast<int>(device_), " has a total capacity of ", format_size(total), " of which ",
+        format_size(free), " is free. Of the allocated memory ", format_size(allocated),
+        " is allocated by PyTorch, and ", format_size(reserved() - allocated),
+        " is reserved by PyTorch but unallocated.",
+        over_limit ? " The per-process memory fraction limit was reached." : "",
+        cfg.expandable_segments
+            ? " Free tensors you no longer need or reduce the batch size."
+            : " If reserved but unallocated memory is large try setting "
+              "PYTORCH_MUSA_ALLOC_CONF=expandable_segments:True to avoid fragmentation; otherwise free tensors "
+              "you no longer need or reduce the batch size.",
+        detail.empty() ? "" : " [runtime: " + detail + "]");
+  }
+
+  c10::DeviceIndex device_;
+  std::recursive_mutex mu_;
+  BlockPool small_{true, nullptr};
+  BlockPool large_{false, nullptr};
+  ska::flat_hash_map<void*, Block*> active_;  // flat: no node allocation per block
+  std::deque<std::pair<musaEvent_t, Block*>> pending_;
+  std::map<std::pair<void*, BlockPool*>, std::unique_ptr<ExpandableSegment>> expandable_;
+  std::map<MempoolId_t, std::unique_ptr<PrivatePool>> pools_;
+  std::map<MempoolId_t, StatArray> pool_reserved_;
+  std::vector<std::pair<MempoolId_t, std::thread::id>> routes_;
+  std::vector<TraceSnapshot> traces_;
+  size_t trace_next_ = 0;
+  c10::CachingDeviceAllocator::DeviceStats stats_;
+  int64_t num_oom_rejections_ = 0;
+  size_t limit_ = 0;  // 0: no per-process limit
+  double fraction_ = 1.0;
+};
+
+}  // namespace detail
+}  // namespace torch_musa::allocator

@@ -1,0 +1,352 @@
+#include "ops/delegate.h"
+
+#include <ATen/Context.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/core/enum_tag.h>
+#include <ATen/core/op_registration/op_registration.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <c10/util/FunctionRef.h>
+#include <c10/util/SmallVector.h>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "memory/caching_allocator.h"
+#include "core/device.h"
+#include "core/generator.h"
+#include "ops/kernel_device.h"
+#include "ops/delegation.h"
+#include "ops/routed_blocks.h"
+
+namespace torch_musa {
+namespace {
+
+std::mutex g_counts_mu;
+std::unordered_map<std::string, int64_t> g_copy_counts;
+std::atomic<int64_t> g_delegated{0};
+
+}  // namespace
+
+namespace op_layer {
+
+const OpTraits& traits_of(const c10::OperatorHandle& op) {
+  static std::mutex mu;
+  static std::unordered_map<const c10::FunctionSchema*, OpTraits> cache;  // entries are never erased
+  thread_local std::unordered_map<const c10::FunctionSchema*, const OpTraits*> local;  // lock-free hits
+  const auto& schema = op.schema();
+  auto hit = local.find(&schema);
+  if (hit != local.end()) return *hit->second;
+  std::lock_guard<std::mutex> g(mu);
+  auto it = cache.find(&schema);
+  if (it != cache.end()) {
+    local.emplace(&schema, &it->second);
+    return it->second;
+  }
+  OpTraits t;
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].alias_info() && args[i].alias_info()->isWrite()) t.written_args.push_back(i);
+    auto type = args[i].type();
+    if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
+    if (type->kind() == c10::TypeKind::GeneratorType) t.generator_args.push_back(i);
+  }
+  t.seeded_without_generator = t.generator_args.empty() && op.hasTag(at::Tag::nondeterministic_seeded);
+  const auto& name = schema.name();
+  const auto kernel_key = kernel_device().dispatch_key();
+  t.cpu_only = kernel_key != c10::DispatchKey::CPU && !op.hasKernelForDispatchKey(kernel_key) &&
+               op.hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
+               !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
+               !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+  t.allows_cpu_indices = name == "aten::index" || name == "aten::index_put_" || name == "aten::index_put" ||
+                         name == "aten::_index_put_impl_" || name == "aten::_unsafe_index" ||
+                         name == "aten::_unsafe_index_put";
+  const OpTraits& stored = cache.emplace(&schema, std::move(t)).first->second;
+  local.emplace(&schema, &stored);
+  return stored;
+}
+
+[[noreturn]] void device_mismatch(const c10::OperatorHandle& op, const c10::Device& a, const c10::Device& b,
+                                  const std::string& arg) {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", a,
+              " and ", b, "! (argument '", arg, "' of ", op.schema().name(), " is on ", b,
+              "; move it with .to('", a, "'). Only 0-dim cpu tensors may be mixed with musa tensors.)");
+}
+
+c10::IValue map_tensors(const c10::IValue& v, c10::function_ref<at::Tensor(const at::Tensor&)> fn) {
+  if (v.isTensor()) return fn(v.toTensor());
+  if (v.isTensorList()) {
+    auto list = v.toTensorList();
+    c10::List<at::Tensor> out;
+    out.reserve(list.size());
+    for (const at::Tensor& t : list) out.push_back(fn(t));
+    return out;
+  }
+  if (v.isList()) {
+    auto list = v.toList();
+    bool any = false;
+    for (const c10::IValue& e : list) any |= e.isTensor();
+    if (!any) return v;
+    c10::impl::GenericList out(list.elementType());
+    out.reserve(list.size());
+    for (const c10::IValue& e : list) out.push_back(e.isTensor() ? c10::IValue(fn(e.toTensor())) : e);
+    return out;
+  }
+  return v;
+}
+
+at::Tensor tensor_over(c10::Storage storage, const at::Tensor& like, c10::DispatchKey key) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key), like.dtype());
+  impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
+  impl->_set_conj(like.is_conj());
+  impl->_set_neg(like.is_neg());
+  return at::Tensor(std::move(impl));
+}
+
+AliasCache& alias_cache() {
+  thread_local AliasCache cache;
+  return cache;
+}
+
+void note_delegated() { g_delegated.fetch_add(1, std::memory_order_relaxed); }
+
+void count_copy_path(const c10::OperatorHandle& op) {
+  const auto& schema = op.schema();
+  std::lock_guard<std::mutex> g(g_counts_mu);
+  g_copy_counts[schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name()]++;
+}
+
+}  // namespace op_layer
+
+namespace {
+
+using namespace op_layer;
+
+// Ops the kernel device has no kernel for (e.g. histogram on CUDA) still
+// work: inputs are copied to the CPU, the CPU kernel runs, results are
+// copied back. This is the counted copying path.
+void run_on_cpu_by_copy(const c10::OperatorHandle& op, const OpTraits& traits, torch::jit::Stack* stack,
+                        c10::DeviceIndex device) {
+  count_copy_path(op);
+  const size_t nargs = op.schema().arguments().size();
+  const size_t base = stack->size() - nargs;
+  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 4> copies;  // musa original -> cpu copy
+  auto to_cpu = [&](const at::Tensor& t) -> at::Tensor {
+    if (!t.defined() || t.device().type() != kMusa) return t;
+    for (auto& e : copies)
+      if (e.first.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return e.second;
+    copies.emplace_back(t, t.to(c10::Device(c10::DeviceType::CPU)));
+    return copies.back().second;
+  };
+  for (size_t i = 0; i < nargs; ++i) {
+    c10::IValue& v = (*stack)[base + i];
+    if (v.isDevice() && v.toDevice().type() == kMusa) v = c10::Device(c10::DeviceType::CPU);
+    else if (v.isGenerator() && v.toGenerator().device().type() == kMusa) v = cpu_generator_from(v.toGenerator());
+    else v = map_tensors(v, to_cpu);
+  }
+  for (size_t idx : traits.generator_args)
+    if ((*stack)[base + idx].isNone()) (*stack)[base + idx] = cpu_generator_from(default_generator(device));
+  {
+    KernelDeviceCallGuard below_musa;
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  }
+  // Results written into copies of musa arguments go back into those arguments.
+  for (auto& [musa, cpu] : copies) {
+    if (musa.sizes() != cpu.sizes()) musa.resize_(cpu.sizes());
+    if (!musa.is_same(cpu)) musa.copy_(cpu);
+  }
+  const size_t nret = op.schema().returns().size();
+  const size_t rbase = stack->size() - nret;
+  for (size_t i = 0; i < nret; ++i) {
+    (*stack)[rbase + i] = map_tensors((*stack)[rbase + i], [&](const at::Tensor& t) -> at::Tensor {
+      if (!t.defined() || !t.device().is_cpu()) return t;
+      for (auto& e : copies)
+        if (e.second.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return e.first;
+      return t.to(c10::Device(kMusa, device));
+    });
+  }
+}
+
+void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  note_delegated();
+  routed_blocks::Hold hold_lent;  // outputs are adopted below, from this thread's list
+  KernelDevice& kd = kernel_device();
+  const OpTraits& traits = traits_of(op);
+  const auto& args = op.schema().arguments();
+  const size_t nargs = args.size();
+  const size_t base = stack->size() - nargs;
+  Delegation call(op, kd);
+
+  for (size_t i = 0; i < nargs; ++i) {
+    const c10::IValue& v = (*stack)[base + i];
+    const std::string& name = args[i].name();
+    if (v.isTensor()) {
+      call.note_device(v.toTensor(), name, false);
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) call.note_device(t, name, false);
+    } else if (v.isList()) {
+      for (const c10::IValue& e : v.toList())
+        if (e.isTensor()) call.note_device(e.toTensor(), name, traits.allows_cpu_indices);
+    }
+  }
+  call.check_mixing();
+  if (call.device < 0 && !traits.generator_args.empty()) {
+    // Dispatched here only because a musa generator was passed for non-musa tensors.
+    for (size_t idx : traits.generator_args) {
+      const c10::IValue& v = (*stack)[base + idx];
+      TORCH_CHECK(!v.isGenerator() || v.toGenerator().device().type() != kMusa,
+                  "Expected a 'cpu' device type for generator but found 'musa' (", op.schema().name(),
+                  "): use a generator of the tensors' device, or create the tensors on musa");
+    }
+  }
+
+  if (traits.cpu_only) {
+    run_on_cpu_by_copy(op, traits, stack, call.device < 0 ? current_device() : call.device);
+    return;
+  }
+
+  // Keep the musa arguments alive and known while the stack holds aliases.
+  c10::SmallVector<c10::IValue, 8> originals;
+  originals.reserve(nargs);
+  try {
+    for (size_t i = 0; i < nargs; ++i) {
+      originals.push_back(std::move((*stack)[base + i]));
+      (*stack)[base + i] = call.alias_value(originals.back());
+    }
+  } catch (...) {  // give the caller its arguments back
+    for (size_t i = 0; i < originals.size(); ++i) (*stack)[base + i] = std::move(originals[i]);
+    throw;
+  }
+  if (call.device < 0) call.device = current_device();
+
+  for (size_t idx : traits.generator_args) {
+    c10::IValue& v = (*stack)[base + idx];
+    at::Generator gen = v.isNone() ? default_generator(call.device) : v.toGenerator();
+    TORCH_CHECK(gen.device().type() == kMusa, "Expected a 'musa' device type for generator but found '",
+                gen.device().type(), "' (", op.schema().name(),
+                "): pass a generator made with torch.Generator(device='musa')");
+    v = kd.kernel_generator(gen);
+  }
+
+  {
+    KernelScope scope(kd, call.device);
+    // Random ops that take no generator draw from the kernel device's default
+    // one: seed it from the musa counter for this op and restore it after,
+    // so musa results depend only on torch.musa.manual_seed.
+    std::optional<at::Generator> saved_default;
+    at::Generator kernel_default;
+    if (traits.seeded_without_generator) {
+      kernel_default = at::globalContext().defaultGenerator(kd.device_for(call.device));
+      at::Generator seeded = kd.kernel_generator(default_generator(call.device));
+      std::lock_guard<std::mutex> lock(kernel_default.mutex());
+      saved_default = kernel_default.clone();
+      kernel_default.set_state(seeded.get_state());
+    }
+    // The kernel device's kernels must not be seen by anything above the
+    // backend (autograd, tracer, autocast, Python dispatch modes): the musa
+    // op was already seen there.
+    KernelDeviceCallGuard below_musa;
+    kd.launch(
+        call.device, [&] { op.redispatchBoxed(c10::DispatchKeySet(kd.dispatch_key()), stack); },
+        op.schema().name().c_str());
+    if (saved_default) {
+      std::lock_guard<std::mutex> lock(kernel_default.mutex());
+      kernel_default.set_state(saved_default->get_state());
+    }
+  }
+
+  call.sync_written(traits, originals);
+  const size_t nret = op.schema().returns().size();
+  const size_t rbase = stack->size() - nret;
+  for (size_t i = 0; i < nret; ++i) (*stack)[rbase + i] = call.to_musa_value((*stack)[rbase + i]);
+}
+
+}  // namespace
+
+void op_layer::boxed_delegate(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  musa_fallback(op, ks, stack);
+}
+
+KernelDeviceCallGuard::KernelDeviceCallGuard() : guard_(above_backend()) {}
+
+c10::DispatchKeySet KernelDeviceCallGuard::above_backend() {
+  static const c10::DispatchKeySet kAboveBackend =
+    c10::autograd_dispatch_keyset | c10::autocast_dispatch_keyset |
+    c10::DispatchKeySet({c10::DispatchKey::ADInplaceOrView, c10::DispatchKey::Tracer, c10::DispatchKey::Python,
+                         c10::DispatchKey::PythonTLSSnapshot, c10::DispatchKey::PreDispatch,
+                         c10::DispatchKey::PythonDispatcher, c10::DispatchKey::Functionalize,
+                         c10::DispatchKey::FuncTorchDynamicLayerBackMode, c10::DispatchKey::FuncTorchDynamicLayerFrontMode,
+                         c10::DispatchKey::FuncTorchBatched, c10::DispatchKey::FuncTorchVmapMode,
+                         c10::DispatchKey::Batched, c10::DispatchKey::VmapMode, c10::DispatchKey::FuncTorchGradWrapper});
+  return kAboveBackend;
+}
+
+at::Tensor alias_on_kernel_device(const at::Tensor& musa) {
+  TORCH_INTERNAL_ASSERT(musa.device().type() == kMusa);
+  KernelDevice& kd = kernel_device();
+  return tensor_over(kd.alias_storage(musa.storage()), musa, kd.dispatch_key());
+}
+
+void delegate_structured_ops() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Structured ops give PrivateUse1 a CompositeExplicitAutogradNonFunctional
+    // default (allocate an output, then call the .out variant). Delegating
+    // the functional/in-place variant itself runs the kernel device's own
+    // kernel once: no extra output allocation, no out= resizing, one
+    // TensorIterator instead of two.
+    static auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
+                                          __FILE__, __LINE__);
+    auto& dispatcher = c10::Dispatcher::singleton();
+    for (const auto& name : dispatcher.getAllOpNames()) {
+      if (name.name.rfind("aten::", 0) != 0) continue;
+      auto op = dispatcher.findOp(name);
+      if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+      // Also ops with both a device kernel and a CompositeExplicitAutograd
+      // one: PrivateUse1 would get the composite (e.g. layer norm built from
+      // batch norm), a different algorithm from the kernel device's.
+      bool structured = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+      bool device_kernel = op->hasKernelForDispatchKey(c10::DispatchKey::CPU) ||
+                           op->hasKernelForDispatchKey(c10::DispatchKey::CUDA);
+      bool device_specific = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) && device_kernel;
+      std::string qualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+      // Ops of the common shapes (tensors and scalars; in place only when
+      // pointwise) take the unboxed fast path (not composites: those
+      // decompose above the backend, autograd included).
+      if (device_kernel && !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
+          op_layer::delegate_unboxed(*lib, *op, qualified))
+        continue;
+      if (!structured && !device_specific) continue;
+      lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&musa_fallback>());
+    }
+  });
+}
+
+std::unordered_map<std::string, int64_t> copy_path_counts() {
+  std::lock_guard<std::mutex> g(g_counts_mu);
+  return g_copy_counts;
+}
+
+void reset_copy_path_counts() {
+  std::lock_guard<std::mutex> g(g_counts_mu);
+  g_copy_counts.clear();
+}
+
+int64_t delegated_op_count() { return g_delegated.load(); }
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&musa_fallback>()); }
+
+// Composite ops that choose kernels by device type send PrivateUse1 to
+// "overrideable" stubs; delegating the composite itself runs the kernel
+// device's full implementation instead. (`convolution` itself stays
+// composite so the JIT tracer records `_convolution` as it does on CUDA.)
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* name : {"convolution_backward", "_convolution", "_convolution.deprecated"})
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&musa_fallback>());
+}
+
+}  // namespace torch_musa

@@ -1,0 +1,342 @@
+// Internals of the op layer shared by the boxed fallback (delegate.cpp) and
+// the unboxed fast path (unboxed_delegate.cpp): per-op traits, kernel-device
+// aliases of musa tensors, and the Delegation that maps one call's arguments
+// to the kernel device and its results back to musa.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/from_blob.h>
+#include <c10/core/StorageImpl.h>
+#include <c10/util/FunctionRef.h>
+#include <c10/util/SmallVector.h>
+#include <torch/library.h>
+
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include "memory/caching_allocator.h"
+#include "core/device.h"
+#include "ops/kernel_device.h"
+
+namespace torch_musa::op_layer {
+
+// Counts an op whose result had to be copied into musa memory.
+void count_copy_path(const c10::OperatorHandle& op);
+
+constexpr auto kMusa = c10::DeviceType::PrivateUse1;
+
+// What the fallback needs to know about an op, computed once per schema.
+struct OpTraits {
+  std::vector<size_t> written_args;  // arguments the op mutates (self in add_, out=)
+  std::vector<size_t> generator_args;
+  bool seeded_without_generator = false;  // random op that would use the default generator
+  bool allows_cpu_indices = false;        // index ops accept cpu index tensors, as on CUDA
+  bool cpu_only = false;                  // the kernel device has no kernel; only the CPU has
+};
+
+// The traits of `op` (computed once per schema; lock-free after the first call on a thread).
+const OpTraits& traits_of(const c10::OperatorHandle& op);
+
+[[noreturn]] void device_mismatch(const c10::OperatorHandle& op, const c10::Device& a, const c10::Device& b,
+                                  const std::string& arg);
+
+// Applies `fn` to every tensor in an argument or result: a tensor, a tensor
+// list, or a list of optional tensors (index lists). Other values pass through.
+c10::IValue map_tensors(const c10::IValue& v, c10::function_ref<at::Tensor(const at::Tensor&)> fn);
+
+// A tensor of dispatch key `key` over `storage` with the layout (sizes,
+// strides, offset, conj/neg bits) of `like`: how musa tensors are aliased.
+at::Tensor tensor_over(c10::Storage storage, const at::Tensor& like, c10::DispatchKey key);
+
+// Recently made kernel-device aliases, per thread. An alias depends only on
+// the memory and layout it describes, so one whose memory, size, layout and
+// dtype still equal those of the musa tensor being aliased is reused as is:
+// making and destroying a TensorImpl and a StorageImpl per input is a large
+// share of a small op's cost. Only aliases nothing else references are
+// reused (a kernel may have kept one), and they never own memory.
+class AliasCache {
+ public:
+  at::Tensor* find(const at::Tensor& musa, c10::DispatchKey key) {
+    at::Tensor& a = slots_[slot_of(musa)];
+    return a.defined() && reusable(a, musa, key) ? &a : nullptr;
+  }
+  void put(const at::Tensor& musa, const at::Tensor& alias) { slots_[slot_of(musa)] = alias; }
+
+ private:
+  static constexpr size_t kSlots = 16;
+  static size_t slot_of(const at::Tensor& t) {
+    auto p = reinterpret_cast<uintptr_t>(t.unsafeGetTensorImpl()->storage().data()) +
+             static_cast<uintptr_t>(t.storage_offset());
+    return (p >> 8 ^ p >> 4) % kSlots;
+  }
+  static bool reusable(const at::Tensor& a, const at::Tensor& t, c10::DispatchKey key) {
+    const c10::TensorImpl* ai = a.unsafeGetTensorImpl();
+    const c10::TensorImpl* ti = t.unsafeGetTensorImpl();
+    const c10::Storage& as = ai->storage();
+    const c10::Storage& ts = ti->storage();
+    return a.use_count() == 1 && as.use_count() == 1 && ai->key_set().has(key) && as.data() == ts.data() &&
+           as.nbytes() == ts.nbytes() && as.resizable() == ts.resizable() && is_non_owning_alias(as) &&
+           ai->dtype() == ti->dtype() && ai->storage_offset() == ti->storage_offset() &&
+           ai->sizes() == ti->sizes() && ai->strides() == ti->strides() && ai->is_conj() == ti->is_conj() &&
+           ai->is_neg() == ti->is_neg();
+  }
+  at::Tensor slots_[kSlots];
+};
+
+// This thread's alias cache.
+AliasCache& alias_cache();
+
+// One delegated op call: the aliases it made and how to map results back.
+class Delegation {
+ public:
+  Delegation(const c10::OperatorHandle& op, KernelDevice& kd) : op_(op), kd_(kd) {}
+
+  c10::DeviceIndex device = -1;
+
+  void note_device(const at::Tensor& t, const std::string& arg, bool cpu_ok) {
+    if (!t.defined()) return;
+    auto d = t.device();
+    if (d.type() == kMusa) {
+      if (device < 0) {
+        device = d.index();
+        first_ = d;
+      } else if (d.index() != device) {
+        device_mismatch(op_, first_, d, arg);
+      }
+    } else if (d.is_cpu()) {
+      if (t.dim() != 0 && !cpu_ok) pending_cpu_.emplace_back(arg);
+    } else {
+      pending_other_.emplace_back(arg, d);
+    }
+  }
+
+  void check_mixing() {
+    if (device < 0) return;  // no musa tensor: nothing to mix with
+    if (!pending_other_.empty()) device_mismatch(op_, first_, pending_other_[0].second, pending_other_[0].first);
+    if (!pending_cpu_.empty()) device_mismatch(op_, first_, c10::Device(c10::DeviceType::CPU), pending_cpu_[0]);
+  }
+
+  bool storage_aliased(const c10::Storage& s) const {
+    for (auto& e : storages_)
+      if (e.musa.unsafeGetStorageImpl() == s.unsafeGetStorageImpl()) return true;
+    return false;
+  }
+
+  c10::Storage alias_storage(const c10::Storage& s) {
+    auto* impl = s.unsafeGetStorageImpl();
+    for (auto& e : storages_)
+      if (e.musa.unsafeGetStorageImpl() == impl) return e.alias;
+    storages_.push_back({s, kd_.alias_storage(s), impl->data_ptr().get()});
+    return storages_.back().alias;
+  }
+
+  at::Tensor alias(const at::Tensor& t) {
+    if (!t.defined() || t.device().type() != kMusa) {
+      // cpu scalars (and cpu index tensors) go to the kernel device as they are;
+      // the cuda kernel device needs index tensors on the GPU.
+      if (t.defined() && t.dim() != 0 && kd_.type() != c10::DeviceType::CPU && t.device().is_cpu())
+        return t.to(kd_.device_for(device));
+      return t;
+    }
+    for (auto& e : tensors_)
+      if (e.second == t.unsafeGetTensorImpl()) return e.first;
+    at::Tensor* cached = storage_aliased(t.storage()) ? nullptr : alias_cache().find(t, kd_.dispatch_key());
+    if (cached) {  // (one alias storage per musa storage within a call, so a view shares it)
+      const c10::Storage& s = cached->storage();
+      storages_.push_back({t.storage(), s, s.data()});
+      tensors_.emplace_back(*cached, t.unsafeGetTensorImpl());
+      return *cached;
+    }
+    at::Tensor a = tensor_over(alias_storage(t.storage()), t, kd_.dispatch_key());
+    tensors_.emplace_back(a, t.unsafeGetTensorImpl());
+    alias_cache().put(t, a);
+    return a;
+  }
+
+  c10::IValue alias_value(const c10::IValue& v) {
+    if (v.isStorage()) {
+      auto s = v.toStorage();
+      if (s.device_type() == kMusa) return alias_storage(s);
+      return v;
+    }
+    if (v.isDevice() && v.toDevice().type() == kMusa) {
+      if (device < 0) device = v.toDevice().has_index() ? v.toDevice().index() : current_device();
+      return kd_.device_for(device);
+    }
+    return map_tensors(v, [this](const at::Tensor& t) { return alias(t); });
+  }
+
+  // After the kernel: carries what the op did to written arguments (resize_,
+  // set_) back to their musa tensors.
+  void sync_written(const OpTraits& traits, c10::ArrayRef<c10::IValue> originals) {
+    for (size_t idx : traits.written_args) {
+      const auto& v = originals[idx];
+      if (v.isTensor()) sync_tensor(v.toTensor());
+      else if (v.isTensorList())
+        for (const at::Tensor& t : v.toTensorList()) sync_tensor(t);
+    }
+  }
+
+  // The musa tensor for a kernel-device result (unboxed callers).
+  at::Tensor result_to_musa(const at::Tensor& out) { return to_musa(out); }
+  // Carries what an in-place op did to `self`'s alias back to `self`.
+  void sync_in_place(const at::Tensor& self) { sync_tensor(self); }
+
+  c10::IValue to_musa_value(const c10::IValue& v) {
+    if (v.isStorage() && v.toStorage().device_type() == kd_.type()) {
+      return to_musa_storage(v.toStorage());
+    }
+    return map_tensors(v, [this](const at::Tensor& t) { return to_musa(t); });
+  }
+
+ private:
+  struct StorageAlias {
+    c10::Storage musa;  // owned: an op may swap a musa tensor's storage (set_)
+    c10::Storage alias;
+    const void* original_data;
+  };
+
+  static at::Tensor musa_ref(c10::TensorImpl* t) {
+    return at::Tensor(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::reclaim_copy(t));
+  }
+
+  // Maps a kernel-device storage back to musa: an alias of an input's
+  // storage, memory the op allocated from musa (adopted), or a copy.
+  c10::Storage to_musa_storage(const c10::Storage& s) {
+    auto* impl = s.unsafeGetStorageImpl();
+    for (auto& e : storages_) {
+      if (e.alias.unsafeGetStorageImpl() != impl) continue;
+      if (impl->data_ptr().get() != e.original_data) {  // the op grew it (resize_)
+        adopt_into(*e.musa.unsafeGetStorageImpl(), *impl);
+        e.original_data = impl->data_ptr().get();
+      }
+      return e.musa;
+    }
+    for (auto& e : fresh_)
+      if (e.first.unsafeGetStorageImpl() == impl) return e.second;
+    auto musa = c10::Storage(c10::make_intrusive<c10::StorageImpl>(
+        c10::StorageImpl::use_byte_size_t(), impl->nbytes(), c10::DataPtr(), allocator::get(), true));
+    adopt_into(*musa.unsafeGetStorageImpl(), *impl);
+    fresh_.emplace_back(s, musa);
+    return musa;
+  }
+
+  // Moves (or, when impossible, copies) the kernel-device memory of `from` into `to`.
+  void adopt_into(c10::StorageImpl& to, c10::StorageImpl& from) {
+    c10::DataPtr& dp = from.mutable_data_ptr();
+    size_t n = from.nbytes();
+    if (dp.get() == nullptr || n == 0) {
+      to.set_data_ptr_noswap(allocator::get()->allocate(0));
+      to.set_nbytes(0);
+      return;
+    }
+    c10::DataPtr taken = std::move(dp);
+    if (kd_.adopt(taken, device)) {
+      // The kernel-device storage keeps a non-owning view for the rest of this call.
+      from.set_data_ptr_noswap(c10::DataPtr(taken.get(), kd_.device_for(device)));
+      to.set_data_ptr_noswap(std::move(taken));
+      to.set_nbytes(n);
+      return;
+    }
+    // Memory the musa allocator did not provide (e.g. a library's own
+    // buffer): copy it into musa memory and count the op.
+    from.set_data_ptr_noswap(std::move(taken));
+    DeviceScope scope(device);
+    c10::Storage fresh(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), n,
+                                                            allocator::get()->allocate(n), allocator::get(), true));
+    auto bytes = at::TensorOptions().dtype(at::kByte);
+    at::Tensor src = at::from_blob(from.mutable_data(), {static_cast<int64_t>(n)}, bytes.device(from.device()));
+    at::Tensor dst = at::from_blob(fresh.mutable_data(), {static_cast<int64_t>(n)}, bytes.device(kd_.device_for(device)));
+    dst.copy_(src);
+    to.set_data_ptr_noswap(std::move(fresh.unsafeGetStorageImpl()->mutable_data_ptr()));
+    to.set_nbytes(n);
+    count_copy_path(op_);
+  }
+
+  at::Tensor musa_tensor_like(const at::Tensor& out, c10::Storage storage) {
+    auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                     out.dtype());
+    impl->set_sizes_and_strides(out.sizes(), out.strides(), out.storage_offset());
+    return at::Tensor(std::move(impl));
+  }
+
+  at::Tensor to_musa(const at::Tensor& out) {
+    if (!out.defined() || out.device().type() != kd_.type()) return out;
+    TORCH_CHECK_NOT_IMPLEMENTED(out.layout() == c10::kStrided, op_.schema().name(), " would return a ", out.layout(),
+                                " tensor: musa stores strided tensors only; run it on the cpu "
+                                "(x.cpu()) if you need that layout");
+    for (auto& e : tensors_)
+      if (e.first.unsafeGetTensorImpl() == out.unsafeGetTensorImpl()) return musa_ref(e.second);  // in-place: self
+    if (device < 0) device = current_device();
+    if (become_musa(out)) return out;
+    return musa_tensor_like(out, to_musa_storage(out.storage()));
+  }
+
+  // A fresh output that nothing else references (the common case) is turned
+  // into a musa tensor in place: its memory is already musa memory, so only
+  // the storage's DataPtr/allocator and the tensor's device keys change. This
+  // saves a TensorImpl and a StorageImpl per op. Returns false (nothing
+  // changed) when the output is shared, an alias of an input, or not memory
+  // the musa allocator provided.
+  bool become_musa(const at::Tensor& out) {
+    c10::TensorImpl* impl = out.unsafeGetTensorImpl();
+    if (out.use_count() != 1 || out.weak_use_count() != 1 || !impl->has_storage() ||
+        typeid(*impl) != typeid(c10::TensorImpl) || impl->key_set().has(c10::DispatchKey::Python))
+      return false;
+    const c10::Storage& storage = impl->storage();
+    c10::StorageImpl* simpl = storage.unsafeGetStorageImpl();
+    if (storage.use_count() != 1 || typeid(*simpl) != typeid(c10::StorageImpl) || !simpl->data_ptr().get())
+      return false;
+    for (auto& e : storages_)
+      if (e.alias.unsafeGetStorageImpl() == simpl) return false;
+    c10::DataPtr taken = std::move(simpl->mutable_data_ptr());
+    if (!kd_.adopt(taken, device)) {
+      simpl->set_data_ptr_noswap(std::move(taken));
+      return false;
+    }
+    simpl->set_data_ptr_noswap(std::move(taken));
+    simpl->set_allocator(allocator::get());
+    impl->set_storage_keep_dtype(storage);  // device_opt_ follows the storage
+    impl->_change_backend_component_keys(simpl->device());
+    return true;
+  }
+
+  void sync_tensor(const at::Tensor& musa) {
+    if (!musa.defined() || musa.device().type() != kMusa) return;
+    for (auto& e : tensors_) {
+      if (e.second != musa.unsafeGetTensorImpl()) continue;
+      auto* a = e.first.unsafeGetTensorImpl();
+      auto* m = e.second;
+      c10::Storage target = to_musa_storage(a->storage());
+      if (target.unsafeGetStorageImpl() != m->storage().unsafeGetStorageImpl()) m->set_storage_keep_dtype(target);
+      if (a->sizes() != m->sizes() || a->strides() != m->strides() || a->storage_offset() != m->storage_offset())
+        m->set_sizes_and_strides(a->sizes(), a->strides(), a->storage_offset());
+    }
+  }
+
+  const c10::OperatorHandle& op_;
+  KernelDevice& kd_;
+  c10::Device first_{kMusa, 0};
+  // Small inline vectors: most ops touch a handful of tensors, and heap
+  // allocations here are a measurable share of a small op's cost.
+  c10::SmallVector<std::string, 1> pending_cpu_;
+  c10::SmallVector<std::pair<std::string, c10::Device>, 1> pending_other_;
+  c10::SmallVector<StorageAlias, 4> storages_;
+  // The musa side is borrowed: the caller's argument list keeps it alive.
+  // (Copying a musa tensor is not free: with a Python object attached, its
+  // reference count changes reach the Python object too.)
+  c10::SmallVector<std::pair<at::Tensor, c10::TensorImpl*>, 4> tensors_;  // alias -> musa
+  c10::SmallVector<std::pair<c10::Storage, c10::Storage>, 2> fresh_;  // kernel-device -> musa
+};
+
+// The boxed delegation of one call (the fallback itself).
+void boxed_delegate(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack);
+// Counts one delegated op (torch.musa.ops.delegated_op_count()).
+void note_delegated();
+// Registers the unboxed fast path for `op` (qualified name without "aten::")
+// when its shape is one the fast path covers; returns whether it did.
+bool delegate_unboxed(torch::Library& lib, const c10::OperatorHandle& op, const std::string& qualified);
+
+}  // namespace torch_musa::op_layer

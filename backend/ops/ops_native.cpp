@@ -1,0 +1,111 @@
+// The few aten ops musa implements itself: factories (they allocate musa
+// memory), metadata-only views, and copies across devices. Everything else
+// runs through the delegating fallback (delegate.cpp).
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/view_native.h>
+#include <torch/library.h>
+
+#include "memory/caching_allocator.h"
+#include "ops/delegate.h"
+#include "core/device.h"
+#include "ops/kernel_device.h"
+
+namespace torch_musa {
+namespace {
+
+constexpr auto kMusa = c10::DeviceType::PrivateUse1;
+
+c10::DeviceIndex target_device(std::optional<c10::Device> device) {
+  if (device && device->has_index()) return device->index();
+  return current_device();
+}
+
+void check_factory(std::optional<c10::Layout> layout, std::optional<bool> pin_memory) {
+  TORCH_CHECK(!layout || *layout == c10::kStrided, "musa supports only strided tensors in factories; got layout ",
+              *layout);
+  TORCH_CHECK(!pin_memory || !*pin_memory, "only cpu tensors can be pinned; pin_memory=True is invalid for musa");
+}
+
+at::Tensor musa_empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                      std::optional<c10::Device> device, std::optional<bool> pin_memory,
+                      std::optional<c10::MemoryFormat> memory_format) {
+  check_factory(layout, pin_memory);
+  auto index = target_device(device);
+  check_device_index(index);
+  DeviceScope scope(index);
+  return at::detail::empty_generic(size, allocator::get(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor musa_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
+                              std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                              std::optional<bool> pin_memory) {
+  check_factory(layout, pin_memory);
+  auto index = target_device(device);
+  check_device_index(index);
+  DeviceScope scope(index);
+  return at::detail::empty_strided_generic(size, stride, allocator::get(),
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                           c10::dtype_or_default(dtype));
+}
+
+// Copies between musa and cpu, or within musa, as a kernel-device copy over
+// aliases: dtype conversion, strides and broadcasting come from ATen.
+at::Tensor musa_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  bool src_musa = self.device().type() == kMusa;
+  bool dst_musa = dst.device().type() == kMusa;
+  TORCH_CHECK(src_musa || self.device().is_cpu(), "copy from ", self.device(), " to ", dst.device(),
+              " is not supported; copy through the cpu");
+  TORCH_CHECK(dst_musa || dst.device().is_cpu(), "copy from ", self.device(), " to ", dst.device(),
+              " is not supported; copy through the cpu");
+  if (dst.numel() == 0) return dst;
+  auto& kd = kernel_device();
+  at::Tensor s = src_musa ? alias_on_kernel_device(self) : self;
+  at::Tensor d = dst_musa ? alias_on_kernel_device(dst) : dst;
+  auto index = dst_musa ? dst.device().index() : self.device().index();
+  KernelScope scope(kd, index);
+  KernelDeviceCallGuard below_musa;
+  kd.launch(index, [&] { d.copy_(s, non_blocking); }, "aten::copy_");
+  return dst;
+}
+
+at::Tensor musa_copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  dst.resize_(self.sizes());
+  return musa_copy_from(self, dst, false);
+}
+
+// Tensor.record_stream: the block is not reused before `stream`'s queued work is done.
+void musa_record_stream(at::Tensor& self, c10::Stream stream) {
+  TORCH_CHECK(stream.device_type() == kMusa, "record_stream expects a musa stream, got a stream of ",
+              stream.device());
+  allocator::record_stream(self.storage().data_ptr(), stream);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("record_stream", TORCH_FN(musa_record_stream));
+  m.impl("empty.memory_format", TORCH_FN(musa_empty));
+  m.impl("empty_strided", TORCH_FN(musa_empty_strided));
+  m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
+  m.impl("view", TORCH_FN(at::native::view));
+  m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  m.impl("_copy_from", TORCH_FN(musa_copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(musa_copy_from_and_resize));
+}
+
+// Conjugate/negative views reach the musa copy as they are (the alias keeps
+// the bits and the kernel device's copy resolves them); materializing them in
+// the math-bit fallback would clone -> copy -> _copy_from -> ... forever.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+}  // namespace
+}  // namespace torch_musa

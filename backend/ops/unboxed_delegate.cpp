@@ -1,0 +1,201 @@
+// The op layer's fast path for the commonest op shapes: ops taking tensors
+// and scalars (mul, add, where, addcmul, mm, addmm...) and the in-place forms
+// of the pointwise ones.
+//
+// The boxed fallback pays for boxing: the dispatcher copies every argument
+// into a stack, and copying a musa tensor that has a Python object attaches
+// a Python reference (taking the GIL) and drops it again afterwards. Here the
+// same delegation runs unboxed: one stateful kernel per op, generated from a
+// handful of C++ signatures, aliases the musa arguments as they come, calls
+// the kernel device's kernel with a typed redispatch and maps the result
+// back. Anything unusual (an op the kernel device has no kernel for) goes to
+// the boxed path.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/enum_tag.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <tuple>
+#include <type_traits>
+
+#include "ops/delegate.h"
+#include "ops/delegation.h"
+#include "ops/routed_blocks.h"
+
+namespace torch_musa::op_layer {
+namespace {
+
+// What a parameter of type T becomes on its way to the kernel device: tensors
+// are aliased (held by value), everything else is passed on as it came.
+template <class T>
+struct Forwarded {
+  using type = T;
+};
+template <>
+struct Forwarded<const at::Tensor&> {
+  using type = at::Tensor;
+};
+template <>
+struct Forwarded<at::Tensor&> {
+  using type = at::Tensor;
+};
+
+template <class T>
+constexpr bool is_tensor_v = std::is_same_v<std::decay_t<T>, at::Tensor>;
+
+template <class FuncType>
+class UnboxedDelegate;
+
+template <class Ret, class... Args>
+class UnboxedDelegate<Ret(Args...)> {
+  static constexpr bool kInPlace = std::is_same_v<Ret, at::Tensor&>;
+
+ public:
+  explicit UnboxedDelegate(const c10::OperatorHandle& op) : op_(op), typed_(op.typed<Ret(Args...)>()) {}
+
+  Ret operator()(c10::DispatchKeySet ks, Args... args) const {
+    const OpTraits& traits = traits_of(op_);
+    if (traits.cpu_only) return boxed(ks, args...);
+    note_delegated();
+    routed_blocks::Hold hold_lent;  // the output is adopted below, from this thread's list
+    KernelDevice& kd = kernel_device();
+    Delegation call(op_, kd);
+    const auto& schema_args = op_.schema().arguments();
+    size_t i = 0;
+    (note(call, args, schema_args[i++].name()), ...);
+    call.check_mixing();
+    if (call.device < 0) call.device = current_device();
+    std::tuple<typename Forwarded<Args>::type...> forwarded{forward_arg(call, args)...};
+
+    std::optional<std::conditional_t<kInPlace, at::Tensor*, at::Tensor>> result;
+    {
+      KernelScope scope(kd, call.device);
+      KernelDeviceCallGuard below_musa;
+      kd.launch(
+          call.device,
+          [&] {
+            decltype(auto) r = std::apply(
+                [&](auto&... a) -> Ret { return typed_.redispatch(c10::DispatchKeySet(kd.dispatch_key()), a...); },
+                forwarded);
+            if constexpr (kInPlace) {
+              result = &r;
+            } else {
+              result = std::move(r);
+            }
+          },
+          op_.schema().name().c_str());
+    }
+    if constexpr (kInPlace) {
+      at::Tensor& self = first_arg(args...);
+      call.sync_in_place(self);
+      return self;
+    } else {
+      return call.result_to_musa(*result);
+    }
+  }
+
+ private:
+  template <class T>
+  static void note(Delegation& call, const T& v, const std::string& name) {
+    if constexpr (is_tensor_v<T>) call.note_device(v, name, false);
+  }
+
+  template <class T>
+  static auto forward_arg(Delegation& call, T& v) -> std::conditional_t<is_tensor_v<T>, at::Tensor, T&> {
+    if constexpr (is_tensor_v<T>) {
+      return call.alias(v);
+    } else {
+      return v;
+    }
+  }
+
+  template <class First, class... Rest>
+  static First& first_arg(First& first, Rest&...) {
+    return first;
+  }
+
+  Ret boxed(c10::DispatchKeySet ks, Args... args) const {
+    torch::jit::Stack stack;
+    stack.reserve(sizeof...(Args));
+    (stack.emplace_back(args), ...);
+    boxed_delegate(op_, ks, &stack);
+    if constexpr (kInPlace) {
+      return first_arg(args...);
+    } else {
+      return std::move(stack.back()).toTensor();
+    }
+  }
+
+  c10::OperatorHandle op_;
+  c10::TypedOperatorHandle<Ret(Args...)> typed_;
+};
+
+// One letter per argument: T tensor, W tensor written in place (self of an
+// in-place op), S scalar; then ':' and the return (T or W).
+std::string shape_of(const c10::FunctionSchema& schema) {
+  std::string code;
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto& a = args[i];
+    auto kind = a.type()->kind();
+    bool written = a.alias_info() && a.alias_info()->isWrite();
+    if (kind == c10::TypeKind::TensorType) {
+      if (written && i != 0) return "";
+      if (!written && a.alias_info()) return "";
+      code += written ? 'W' : 'T';
+    } else if (kind == c10::TypeKind::NumberType) {
+      code += 'S';
+    } else {
+      return "";
+    }
+  }
+  const auto& rets = schema.returns();
+  if (rets.size() != 1 || rets[0].type()->kind() != c10::TypeKind::TensorType) return "";
+  bool ret_written = rets[0].alias_info() && rets[0].alias_info()->isWrite();
+  if (ret_written != (!code.empty() && code[0] == 'W')) return "";
+  return code + (ret_written ? ":W" : ":T");
+}
+
+// Registers the fast path with the C++ signature FuncType; false (nothing
+// registered) if the op's registered signature disagrees after all.
+template <class FuncType>
+bool register_as(torch::Library& lib, const c10::OperatorHandle& op, const std::string& qualified) {
+  try {
+    lib.impl(qualified.c_str(), torch::CppFunction(UnboxedDelegate<FuncType>(op)));
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+using T = const at::Tensor&;
+using W = at::Tensor&;
+using S = const c10::Scalar&;
+
+}  // namespace
+
+bool delegate_unboxed(torch::Library& lib, const c10::OperatorHandle& op, const std::string& qualified) {
+  // Random ops keep the boxed path, which seeds the kernel device's generator.
+  if (op.hasTag(at::Tag::nondeterministic_seeded)) return false;
+  const std::string shape = shape_of(op.schema());
+  if (shape.empty()) return false;
+  // Functional ops never touch their arguments. In-place ones are taken only
+  // when pointwise: those never resize or restride self, so its alias and
+  // the musa tensor stay alike.
+  if (shape.back() == 'W' && !op.hasTag(at::Tag::pointwise)) return false;
+  if (shape == "T:T") return register_as<at::Tensor(T)>(lib, op, qualified);
+  if (shape == "TT:T") return register_as<at::Tensor(T, T)>(lib, op, qualified);
+  if (shape == "TS:T") return register_as<at::Tensor(T, S)>(lib, op, qualified);
+  if (shape == "TTS:T") return register_as<at::Tensor(T, T, S)>(lib, op, qualified);
+  if (shape == "TTT:T") return register_as<at::Tensor(T, T, T)>(lib, op, qualified);
+  if (shape == "TTTS:T") return register_as<at::Tensor(T, T, T, S)>(lib, op, qualified);
+  if (shape == "TTTSS:T") return register_as<at::Tensor(T, T, T, S, S)>(lib, op, qualified);
+  if (shape == "W:W") return register_as<at::Tensor&(W)>(lib, op, qualified);
+  if (shape == "WT:W") return register_as<at::Tensor&(W, T)>(lib, op, qualified);
+  if (shape == "WS:W") return register_as<at::Tensor&(W, S)>(lib, op, qualified);
+  if (shape == "WTS:W") return register_as<at::Tensor&(W, T, S)>(lib, op, qualified);
+  if (shape == "WTTS:W") return register_as<at::Tensor&(W, T, T, S)>(lib, op, qualified);
+  return false;
+}
+
+}  // namespace torch_musa::op_layer
