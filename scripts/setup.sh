@@ -15,10 +15,11 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
 fi
 
 if ! $PY -c "import torch, sys; v=tuple(map(int, torch.__version__.split('+')[0].split('.')[:2])); sys.exit(0 if (2,11) <= v <= (2,13) else 1)" 2>/dev/null; then
-  $PY -m pip install -q torch==2.13.0
+  $PY -m pip install -q torch==2.13.0 numpy
 fi
-# Pinned to the installed torch so nothing pulls a second one.
-TORCH_VERSION=$($PY -c "import torch; print(torch.__version__.split('+')[0])")
+# Pinned to the installed torch so nothing pulls a second one. (Read from the
+# package metadata: importing torch before numpy is installed warns.)
+TORCH_VERSION=$($PY -c "from importlib.metadata import version; print(version('torch').split('+')[0])")
 $PY -m pip install -q "torch==${TORCH_VERSION}" numpy ninja cmake expecttest pytest libcst tqdm
 $PY -m pip install -q --no-build-isolation -e .
 $PY -c "import torch; print('torch_musa ready:', torch.musa.device_count(), 'musa device(s), driver', torch.musa.get_driver_name())"

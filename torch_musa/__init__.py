@@ -111,11 +111,13 @@ from .random import (  # noqa: E402
     set_rng_state_all,
 )
 from . import amp, ops  # noqa: E402
+from . import distributed, mccl  # noqa: E402
 from . import _device as _device_module  # noqa: E402
 from .cuda_compat import enable_cuda_compat  # noqa: E402
 from .amp import get_amp_supported_dtype  # noqa: E402
 
 torch._register_device_module("musa", _sys.modules[__name__])
+distributed._register()
 torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
@@ -137,4 +139,5 @@ __all__ = [
     "synchronize", "get_driver_name", "enable_cuda_compat", "memory", "MemPool", "use_mem_pool",
     "caching_allocator_alloc", "caching_allocator_delete", "get_allocator_backend", "get_per_process_memory_fraction",
     "memory_cached", "max_memory_cached", "memory_snapshot", "memory_stats_as_nested_dict", "reset_max_memory_cached",
+    "distributed", "mccl",
 ]

@@ -22,6 +22,9 @@ namespace py = pybind11;
 namespace torch_musa::allocator {
 void bind_python(py::module& m);  // allocator_python.cpp: snapshots, history, pools, settings
 }
+namespace torch_musa::distributed {
+void bind_python(py::module& m);  // distributed/python_bindings.cpp: ProcessGroupMCCL
+}
 
 namespace torch_musa {
 namespace {
@@ -133,4 +136,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("_copy_path_counts", [] { return copy_path_counts(); });
   m.def("_reset_copy_path_counts", [] { reset_copy_path_counts(); });
   m.def("_delegated_op_count", [] { return delegated_op_count(); });
+  distributed::bind_python(m);
 }

@@ -1,0 +1,140 @@
+#include "distributed/collective_call.h"
+
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/from_blob.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "core/device.h"
+#include "distributed/mccl_backend.h"
+#include "distributed/mccl_work.h"
+#include "ops/kernel_device.h"
+
+namespace torch_musa::distributed {
+
+namespace {
+std::mutex staged_mutex;
+std::map<std::string, int64_t> staged;
+
+bool is_float8(at::ScalarType t) {
+  return t == at::kFloat8_e4m3fn || t == at::kFloat8_e5m2 || t == at::kFloat8_e4m3fnuz ||
+         t == at::kFloat8_e5m2fnuz || t == at::kFloat8_e8m0fnu;
+}
+}  // namespace
+
+std::map<std::string, int64_t> staged_counts() {
+  std::lock_guard<std::mutex> g(staged_mutex);
+  return staged;
+}
+void reset_staged_counts() {
+  std::lock_guard<std::mutex> g(staged_mutex);
+  staged.clear();
+}
+
+void CollectiveCall::check(const at::Tensor& t) {
+  TORCH_CHECK(t.defined(), "mccl ", op_, ": got an undefined tensor");
+  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "mccl ", op_, ": got a tensor on ", t.device(),
+              "; mccl runs collectives on musa tensors. Move it with .to('musa'), or create the group with "
+              "init_process_group(backend='cpu:gloo,musa:mccl') so cpu tensors go through gloo");
+  TORCH_CHECK(t.layout() == c10::kStrided, "mccl ", op_, ": ", t.layout(), " tensors are not supported; "
+              "use dense (strided) tensors");
+  if (device_ < 0) device_ = t.device().index();
+  TORCH_CHECK(t.device().index() == device_, "mccl ", op_, ": tensors on musa:", device_, " and ", t.device(),
+              "; one rank runs a collective on one musa device (torch.musa.set_device(local_rank))");
+  if (movement_ == Movement::kReduce)
+    TORCH_CHECK(!is_float8(t.scalar_type()), "mccl ", op_, ": ", t.scalar_type(), " cannot be reduced; "
+                "float8 tensors move through the data-movement collectives (broadcast, all_gather, all_to_all, "
+                "send/recv...). Upcast to bfloat16 or float32 to reduce them");
+}
+
+// The dtype the library sees. Moving data only needs the bytes, so dtypes a
+// library may lack (float8, bool) move as integers of the same width.
+at::ScalarType CollectiveCall::library_dtype(at::ScalarType dtype) const {
+  if (dtype == at::kBool) return at::kByte;  // reductions of bool were mapped to MAX/MIN already
+  if (movement_ == Movement::kData && (is_float8(dtype) || dtype == at::kUInt16 || dtype == at::kUInt32 ||
+                                       dtype == at::kUInt64)) {
+    switch (c10::elementSize(dtype)) {
+      case 1: return at::kByte;
+      case 2: return at::kShort;
+      case 4: return at::kInt;
+      default: return at::kLong;
+    }
+  }
+  return dtype;
+}
+
+at::Tensor CollectiveCall::alias(const at::Tensor& musa, Role role, bool writable) {
+  check(musa);
+  keep_alive_.push_back(musa);
+  if (role != Role::kIn) outputs_.push_back(musa);
+  at::Tensor t = musa;
+  if (!t.is_contiguous()) {  // NCCL and Gloo take dense memory only
+    t = role == Role::kOut ? at::empty_like(musa, at::MemoryFormat::Contiguous) : musa.contiguous();
+    if (role != Role::kIn) copy_back_.emplace_back(musa, t);
+    keep_alive_.push_back(t);
+    std::lock_guard<std::mutex> g(staged_mutex);
+    ++staged[op_];
+  } else if (writable) {
+    t = musa.clone(at::MemoryFormat::Contiguous);
+    keep_alive_.push_back(t);
+  }
+  if (role != Role::kIn) written_.push_back(t);
+  // The alias holds a reference to the musa storage: the library may keep it
+  // past this call (an async collective the caller never waits for).
+  c10::Storage keep = t.storage();
+  auto options = at::TensorOptions()
+                     .dtype(library_dtype(t.scalar_type()))
+                     .device(kernel_device().device_for(t.device().index()));
+  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), [keep](void*) mutable { keep = {}; }, options);
+}
+
+std::vector<at::Tensor> CollectiveCall::inout(std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> r;
+  for (auto& t : tensors) r.push_back(alias(t, Role::kInOut, false));
+  return r;
+}
+at::Tensor CollectiveCall::in(at::Tensor& tensor, bool writable) { return alias(tensor, Role::kIn, writable); }
+std::vector<at::Tensor> CollectiveCall::in(std::vector<at::Tensor>& tensors, bool writable) {
+  std::vector<at::Tensor> r;
+  for (auto& t : tensors) r.push_back(alias(t, Role::kIn, writable));
+  return r;
+}
+std::vector<std::vector<at::Tensor>> CollectiveCall::in(std::vector<std::vector<at::Tensor>>& lists, bool writable) {
+  std::vector<std::vector<at::Tensor>> r;
+  for (auto& l : lists) r.push_back(in(l, writable));
+  return r;
+}
+at::Tensor CollectiveCall::out(at::Tensor& tensor) { return alias(tensor, Role::kOut, false); }
+std::vector<at::Tensor> CollectiveCall::out(std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> r;
+  for (auto& t : tensors) r.push_back(alias(t, Role::kOut, false));
+  return r;
+}
+std::vector<std::vector<at::Tensor>> CollectiveCall::out(std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<std::vector<at::Tensor>> r;
+  for (auto& l : lists) r.push_back(out(l));
+  return r;
+}
+
+c10::intrusive_ptr<c10d::Work> CollectiveCall::run(c10::function_ref<c10::intrusive_ptr<c10d::Work>()> launch) {
+  if (device_ < 0) device_ = current_device();
+  c10::intrusive_ptr<c10d::Work> work;
+  {
+    KernelScope scope(kernel_device(), device_);
+    work = launch();
+  }
+  std::function<void()> finish;
+  if (divide_by_ > 0 || !copy_back_.empty()) {
+    finish = [written = written_, copy_back = copy_back_, d = divide_by_]() {
+      if (d > 0)
+        for (const auto& w : written) const_cast<at::Tensor&>(w).div_(d);
+      for (const auto& [original, staging] : copy_back) const_cast<at::Tensor&>(original).copy_(staging);
+    };
+  }
+  return c10::make_intrusive<MCCLWork>(std::move(work), device_, std::move(outputs_), std::move(keep_alive_),
+                                       std::move(finish), rank_, type_);
+}
+
+}  // namespace torch_musa::distributed

@@ -1,0 +1,98 @@
+// ProcessGroupMCCL: the c10d backend torch.distributed uses for musa tensors.
+//
+// It runs every collective in place on musa memory through the collective
+// library of the driver's kernel device -- NCCL (ProcessGroupNCCL) on the cuda
+// driver, Gloo (ProcessGroupGloo) on the host driver -- over kernel-device
+// aliases of the musa tensors, as the op layer runs kernels. The library's own
+// backend is made in Python (torch_musa/distributed) and handed in here.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <atomic>
+#include <map>
+#include <string>
+
+namespace torch_musa::distributed {
+
+class MCCLBackend : public c10d::Backend {
+ public:
+  MCCLBackend(c10::intrusive_ptr<c10d::Backend> library, int rank, int size);
+
+  const std::string getBackendName() const override { return "mccl"; }
+  const c10::intrusive_ptr<c10d::Backend>& library() const { return library_; }
+  // "nccl" or "gloo": which library runs the collectives.
+  std::string library_name() const { return library_->getBackendName(); }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  bool supportsCoalescing() const override { return library_->supportsCoalescing(); }
+  bool supportsSplitting() const override { return library_->supportsSplitting(); }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
+  void setTimeout(std::chrono::milliseconds timeout) override { library_->setTimeout(timeout); }
+  void setSequenceNumberForGroup() override { library_->setSequenceNumberForGroup(); }
+  uint64_t getSequenceNumberForGroup() override { return library_->getSequenceNumberForGroup(); }
+  void setGroupUid(const std::string& pg_uid) override;
+  void eagerConnectSingleDevice(at::Device device) override;
+  void waitForPendingWorks() override { library_->waitForPendingWorks(); }
+  void abort() override { library_->abort(); }
+  void shutdown() override { library_->shutdown(); }
+  c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override { return library_->getBackendOptions(); }
+
+ private:
+  c10::intrusive_ptr<c10d::Backend> library_;
+  bool gloo_;  // Gloo lacks AVG and PREMUL_SUM: they are done around a SUM
+  c10::intrusive_ptr<c10d::Work> coalesced_;
+};
+
+// Collectives whose tensors had to be staged (non-contiguous layouts the
+// library cannot take), by op name.
+std::map<std::string, int64_t> staged_counts();
+void reset_staged_counts();
+
+}  // namespace torch_musa::distributed

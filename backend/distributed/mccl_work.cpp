@@ -1,0 +1,98 @@
+#include "distributed/mccl_work.h"
+
+#include <ATen/core/ivalue.h>
+#include <ATen/core/jit_type.h>
+
+#include "core/device.h"
+#include "ops/kernel_device.h"
+
+namespace torch_musa::distributed {
+
+MCCLWork::MCCLWork(c10::intrusive_ptr<c10d::Work> inner, c10::DeviceIndex device, std::vector<at::Tensor> outputs,
+                   std::vector<at::Tensor> keep_alive, std::function<void()> finish, int rank, c10d::OpType type)
+    : c10d::Work(rank, type),
+      inner_(std::move(inner)),
+      device_(device),
+      outputs_(std::move(outputs)),
+      keep_alive_(std::move(keep_alive)),
+      finish_(std::move(finish)) {}
+
+void MCCLWork::order_current_stream(std::chrono::milliseconds timeout) {
+  // In a KernelScope the library sees the current musa stream as its current
+  // stream: NCCL makes it wait for its own stream (no host sync); Gloo's wait
+  // blocks until its threads are done (the host driver runs streams inline).
+  KernelScope scope(kernel_device(), device_);
+  inner_->wait(timeout);
+}
+
+void MCCLWork::run_finish() {
+  std::call_once(finished_, [this] {
+    if (finish_) {
+      DeviceScope scope(device_);
+      finish_();
+    }
+  });
+}
+
+bool MCCLWork::isCompleted() {
+  if (!inner_->isCompleted()) return false;
+  if (finish_ && inner_->isSuccess()) {
+    order_current_stream(kNoTimeout);
+    run_finish();
+  }
+  return true;
+}
+
+bool MCCLWork::isSuccess() const { return inner_->isSuccess(); }
+std::exception_ptr MCCLWork::exception() const { return inner_->exception(); }
+int MCCLWork::sourceRank() const { return inner_->sourceRank(); }
+std::vector<at::Tensor> MCCLWork::result() { return outputs_; }
+
+void MCCLWork::synchronize() {
+  order_current_stream(kNoTimeout);
+  run_finish();
+}
+
+bool MCCLWork::wait(std::chrono::milliseconds timeout) {
+  order_current_stream(timeout);
+  run_finish();
+  return true;
+}
+
+void MCCLWork::blockCurrentStream() { synchronize(); }
+void MCCLWork::abort() { inner_->abort(); }
+float MCCLWork::getDuration() const { return inner_->getDuration(); }
+uint64_t MCCLWork::getSequencenumber() const { return inner_->getSequencenumber(); }
+
+c10::intrusive_ptr<c10::ivalue::Future> MCCLWork::getFuture() {
+  std::lock_guard<std::mutex> g(future_mutex_);
+  if (future_) return future_;
+  // A musa-device future: completing it records an event on the current musa
+  // stream, and whoever waits on it has their current stream wait for that.
+  future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                     std::vector<c10::Device>{c10::Device(c10::kPrivateUse1, device_)});
+  auto self = c10::intrusive_ptr<MCCLWork>::reclaim_copy(this);
+  inner_->getFuture()->addCallback([self](c10::ivalue::Future& done) {
+    if (done.hasError()) {
+      self->future_->setError(done.exception_ptr());
+      return;
+    }
+    try {
+      DeviceScope scope(self->device_);
+      {
+        // Not the library Work's wait(): Gloo completes its Work only after
+        // this callback returns. The done future's wait() makes the current
+        // (musa) stream wait for the library's events (NCCL), or returns (Gloo).
+        KernelScope kernel_scope(kernel_device(), self->device_);
+        done.wait();
+      }
+      self->run_finish();
+      self->future_->markCompleted(c10::IValue(self->outputs_));
+    } catch (...) {
+      self->future_->setError(std::current_exception());
+    }
+  });
+  return future_;
+}
+
+}  // namespace torch_musa::distributed

@@ -1,0 +1,91 @@
+"""``mccl``: torch.distributed's backend for musa tensors.
+
+Registered with ``torch.distributed.Backend.register_backend(..., devices=["musa"])`` when torch_musa
+loads, so ``init_process_group("mccl")``, ``init_process_group()`` with no backend on musa,
+``"cpu:gloo,musa:mccl"`` and ``device_id=torch.device("musa", r)`` all resolve to it. Collectives run in
+place on musa memory through the collective library of the driver's kernel device: NCCL on the cuda
+driver, Gloo on the host driver (ProcessGroupMCCL in backend/distributed/).
+"""
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import torch
+
+from .. import _C
+
+ProcessGroupMCCL = _C._distributed.ProcessGroupMCCL
+
+# TORCH_MCCL_* mirror the TORCH_NCCL_* knobs; on the cuda driver they are handed to NCCL's backend.
+_KNOBS = ("ASYNC_ERROR_HANDLING", "BLOCKING_WAIT", "DUMP_ON_TIMEOUT", "TRACE_BUFFER_SIZE", "DEBUG_INFO_TEMP_FILE",
+          "ENABLE_MONITORING", "HEARTBEAT_TIMEOUT_SEC", "AVOID_RECORD_STREAMS", "DESYNC_DEBUG")
+
+
+def is_available() -> bool:
+    """Whether torch.distributed exists in this torch build (mccl needs nothing else)."""
+    return torch.distributed.is_available()
+
+
+def _library_name() -> str:
+    from .. import get_driver_name
+
+    return "nccl" if get_driver_name() == "cuda" else "gloo"
+
+
+def _mirror_knobs() -> None:
+    for knob in _KNOBS:
+        value = os.environ.get(f"TORCH_MCCL_{knob}")
+        if value is not None:
+            os.environ.setdefault(f"TORCH_NCCL_{knob}", value)
+
+
+def _create_backend(dist_opts, backend_options):
+    """torch.distributed's creator for "mccl" (extended API): the library's backend, wrapped."""
+    import torch.distributed as dist
+
+    store, rank, size = dist_opts.store, dist_opts.group_rank, dist_opts.group_size
+    timeout = dist_opts.timeout if isinstance(dist_opts.timeout, timedelta) else timedelta(seconds=dist_opts.timeout)
+    if _library_name() == "nccl":
+        _mirror_knobs()
+        opts = backend_options if isinstance(backend_options, dist.ProcessGroupNCCL.Options) else \
+            dist.ProcessGroupNCCL.Options()
+        opts._timeout = timeout
+        if dist_opts.global_ranks_in_group:
+            opts.global_ranks_in_group = dist_opts.global_ranks_in_group
+        if dist_opts.group_id:
+            opts.group_name = dist_opts.group_id
+        library = dist.ProcessGroupNCCL(store, rank, size, opts)
+    else:
+        library = dist.ProcessGroupGloo(store, rank, size, timeout=timeout)
+    library._set_sequence_number_for_group()
+    return ProcessGroupMCCL(library, rank, size)
+
+
+def is_mccl_available() -> bool:
+    """Like torch.distributed.is_nccl_available(): True once torch_musa registered mccl."""
+    return is_available() and "MCCL" in torch.distributed.Backend._plugins
+
+
+def staged_counts() -> dict:
+    """Collectives whose tensors were staged through a contiguous copy (non-contiguous layouts), by op."""
+    return dict(_C._distributed._staged_counts())
+
+
+def reset_staged_counts() -> None:
+    _C._distributed._reset_staged_counts()
+
+
+def _register() -> None:
+    if not is_available():
+        return
+    import torch.distributed as dist
+
+    if "MCCL" not in dist.Backend._plugins:
+        dist.Backend.register_backend("mccl", _create_backend, extended_api=True, devices=["musa"])
+    # The names torch.distributed offers for its own backends (is_nccl_available, ProcessGroupNCCL).
+    dist.is_mccl_available = is_mccl_available
+    dist.ProcessGroupMCCL = ProcessGroupMCCL
+
+
+__all__ = ["ProcessGroupMCCL", "is_available", "is_mccl_available", "staged_counts", "reset_staged_counts"]
