@@ -5,6 +5,10 @@
 #include "distributed/mccl_backend.h"
 
 #include <ATen/ops/empty.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include <algorithm>
+#include <sstream>
 
 #include "core/device.h"
 #include "distributed/collective_call.h"
@@ -17,8 +21,9 @@ using c10d::OpType;
 using c10d::ReduceOp;
 using Works = c10::intrusive_ptr<c10d::Work>;
 
-MCCLBackend::MCCLBackend(c10::intrusive_ptr<c10d::Backend> library, int rank, int size)
-    : c10d::Backend(rank, size), library_(std::move(library)) {
+MCCLBackend::MCCLBackend(c10::intrusive_ptr<c10d::Backend> library, c10::intrusive_ptr<c10d::Backend> checker,
+                         int rank, int size)
+    : c10d::Backend(rank, size), library_(std::move(library)), checker_(std::move(checker)) {
   TORCH_CHECK(library_, "ProcessGroupMCCL needs the collective library's backend (ProcessGroupNCCL or Gloo)");
   gloo_ = library_->getBackendName() == "gloo";
 }
@@ -70,95 +75,149 @@ bool any_bool(const std::vector<at::Tensor>& ts) {
   return false;
 }
 
+constexpr int kSignatureLength = 7;
+
+std::string describe(const int64_t* v) {
+  std::ostringstream os;
+  os << c10d::opTypeToString(static_cast<c10d::OpType>(v[0]));
+  if (v[3] >= 0) os << " of " << v[4] << " " << c10::toString(static_cast<at::ScalarType>(v[3])) << " tensor(s)";
+  if (v[5] >= 0) os << " with " << v[5] << " elements";
+  static const char* const kOps[] = {"SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM"};
+  if (v[1] >= 0) os << ", ReduceOp." << (v[1] < 9 ? kOps[v[1]] : "UNUSED");
+  if (v[2] >= 0) os << ", root " << v[2];
+  return os.str();
+}
+
 }  // namespace
 
+void MCCLBackend::agree(const char* op, c10d::OpType kind, int64_t reduce_op, int64_t root,
+                        c10::ArrayRef<at::Tensor> tensors, bool sizes_may_differ) {
+  if (!checker_ || getSize() == 1) return;
+  int64_t numel = 0, shape_hash = 0;
+  for (const auto& t : tensors) {
+    numel += t.numel();
+    for (auto d : t.sizes()) shape_hash = shape_hash * 1000003 + d;
+    shape_hash = shape_hash * 31 + static_cast<int64_t>(t.scalar_type());
+  }
+  int64_t dtype = tensors.empty() ? -1 : static_cast<int64_t>(tensors[0].scalar_type());
+  std::vector<int64_t> mine{static_cast<int64_t>(kind), reduce_op, root, dtype,
+                            static_cast<int64_t>(tensors.size()), sizes_may_differ ? -1 : numel,
+                            sizes_may_differ ? 0 : shape_hash};
+  auto opts = at::TensorOptions().dtype(at::kLong);
+  at::Tensor in = at::empty({kSignatureLength}, opts);
+  std::copy(mine.begin(), mine.end(), in.data_ptr<int64_t>());
+  std::vector<at::Tensor> inputs{in};
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int r = 0; r < getSize(); ++r) outputs[0].push_back(at::empty({kSignatureLength}, opts));
+  checker_->allgather(outputs, inputs)->wait();
+  for (int r = 0; r < getSize(); ++r) {
+    const int64_t* theirs = outputs[0][r].data_ptr<int64_t>();
+    TORCH_CHECK(std::equal(mine.begin(), mine.end(), theirs), "mccl ", op, ": the ranks called different "
+                "collectives: rank ", getRank(), " called ", describe(mine.data()), " but rank ", r, " called ",
+                describe(theirs), ". Every rank of the group must call the same collectives in the same order, with "
+                "the same dtypes and sizes. (Checked before the collective runs; TORCH_MCCL_CHECK_COLLECTIVES=0 turns "
+                "the check off.)");
+  }
+}
+
 Works MCCLBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
+  agree("broadcast", OpType::BROADCAST, -1, opts.rootRank, tensors);
   CollectiveCall call("broadcast", Movement::kData, getRank(), OpType::BROADCAST);
   auto a = call.inout(tensors);
-  return call.run([&] { return library_->broadcast(a, opts); });
+  return track(call.run([&] { return library_->broadcast(a, opts); }));
 }
 
 Works MCCLBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  agree("all_reduce", OpType::ALLREDUCE, opts.reduceOp.op_, -1, tensors);
   CollectiveCall call("all_reduce", Movement::kReduce, getRank(), OpType::ALLREDUCE);
   auto a = call.inout(tensors);
   c10d::AllreduceOptions o = opts;
   auto adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), a, "all_reduce", any_bool(tensors));
   o.reduceOp = adapter.op;
   call.divide_outputs_by(adapter.divide_by);
-  return call.run([&] { return library_->allreduce(a, o); });
+  return track(call.run([&] { return library_->allreduce(a, o); }));
 }
 
 Works MCCLBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  agree("allreduce_coalesced", OpType::ALLREDUCE_COALESCED, opts.reduceOp.op_, -1, tensors);
   CollectiveCall call("allreduce_coalesced", Movement::kReduce, getRank(), OpType::ALLREDUCE_COALESCED);
   auto a = call.inout(tensors);
   c10d::AllreduceCoalescedOptions o = opts;
   auto adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), a, "allreduce_coalesced", any_bool(tensors));
   o.reduceOp = adapter.op;
   call.divide_outputs_by(adapter.divide_by);
-  return call.run([&] { return library_->allreduce_coalesced(a, o); });
+  return track(call.run([&] { return library_->allreduce_coalesced(a, o); }));
 }
 
 Works MCCLBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
+  agree("reduce", OpType::REDUCE, opts.reduceOp.op_, opts.rootRank, tensors);
   CollectiveCall call("reduce", Movement::kReduce, getRank(), OpType::REDUCE);
   auto a = call.inout(tensors);
   c10d::ReduceOptions o = opts;
   auto adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), a, "reduce", any_bool(tensors));
   o.reduceOp = adapter.op;
   if (getRank() == opts.rootRank) call.divide_outputs_by(adapter.divide_by);
-  return call.run([&] { return library_->reduce(a, o); });
+  return track(call.run([&] { return library_->reduce(a, o); }));
 }
 
 Works MCCLBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                              const c10d::AllgatherOptions& opts) {
+  agree("all_gather", OpType::ALLGATHER, -1, -1, inputs);
   CollectiveCall call("all_gather", Movement::kData, getRank(), OpType::ALLGATHER);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return call.run([&] { return library_->allgather(out, in, opts); });
+  return track(call.run([&] { return library_->allgather(out, in, opts); }));
 }
 
 Works MCCLBackend::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  agree("all_gather_into_tensor", OpType::_ALLGATHER_BASE, -1, -1, input);
   CollectiveCall call("all_gather_into_tensor", Movement::kData, getRank(), OpType::_ALLGATHER_BASE);
   TORCH_CHECK(output.numel() == input.numel() * getSize(), "mccl all_gather_into_tensor: the output has ",
               output.numel(), " elements; it needs input.numel() * world_size = ", input.numel() * getSize());
   auto in = call.in(input);
   auto out = call.out(output);
-  return call.run([&] { return library_->_allgather_base(out, in, opts); });
+  return track(call.run([&] { return library_->_allgather_base(out, in, opts); }));
 }
 
 Works MCCLBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                        std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
+  agree("allgather_coalesced", OpType::ALLGATHER_COALESCED, -1, -1, inputs);
   CollectiveCall call("allgather_coalesced", Movement::kData, getRank(), OpType::ALLGATHER_COALESCED);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return call.run([&] { return library_->allgather_coalesced(out, in, opts); });
+  return track(call.run([&] { return library_->allgather_coalesced(out, in, opts); }));
 }
 
 Works MCCLBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                    const c10d::AllgatherOptions& opts) {
+  agree("allgather_into_tensor_coalesced", OpType::COALESCED, -1, -1, inputs);
   CollectiveCall call("allgather_into_tensor_coalesced", Movement::kData, getRank(), OpType::COALESCED);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return call.run([&] { return library_->allgather_into_tensor_coalesced(out, in, opts); });
+  return track(call.run([&] { return library_->allgather_into_tensor_coalesced(out, in, opts); }));
 }
 
 Works MCCLBackend::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                           const c10d::GatherOptions& opts) {
+  agree("gather", OpType::GATHER, -1, opts.rootRank, inputs);
   CollectiveCall call("gather", Movement::kData, getRank(), OpType::GATHER);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return call.run([&] { return library_->gather(out, in, opts); });
+  return track(call.run([&] { return library_->gather(out, in, opts); }));
 }
 
 Works MCCLBackend::scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                            const c10d::ScatterOptions& opts) {
+  agree("scatter", OpType::SCATTER, -1, opts.rootRank, outputs);
   CollectiveCall call("scatter", Movement::kData, getRank(), OpType::SCATTER);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return call.run([&] { return library_->scatter(out, in, opts); });
+  return track(call.run([&] { return library_->scatter(out, in, opts); }));
 }
 
 Works MCCLBackend::reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                   const c10d::ReduceScatterOptions& opts) {
+  agree("reduce_scatter", OpType::REDUCE_SCATTER, opts.reduceOp.op_, -1, outputs);
   CollectiveCall call("reduce_scatter", Movement::kReduce, getRank(), OpType::REDUCE_SCATTER);
   auto out = call.out(outputs);
   // Gloo's scaling for PREMUL_SUM must not touch the caller's inputs: they are staged.
@@ -169,10 +228,11 @@ Works MCCLBackend::reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<
   auto adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), flat, "reduce_scatter", any_bool(outputs));
   o.reduceOp = adapter.op;
   call.divide_outputs_by(adapter.divide_by);
-  return call.run([&] { return library_->reduce_scatter(out, in, o); });
+  return track(call.run([&] { return library_->reduce_scatter(out, in, o); }));
 }
 
 Works MCCLBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  agree("reduce_scatter_tensor", OpType::_REDUCE_SCATTER_BASE, opts.reduceOp.op_, -1, output);
   CollectiveCall call("reduce_scatter_tensor", Movement::kReduce, getRank(), OpType::_REDUCE_SCATTER_BASE);
   TORCH_CHECK(input.numel() == output.numel() * getSize(), "mccl reduce_scatter_tensor: the input has ",
               input.numel(), " elements; it needs output.numel() * world_size = ", output.numel() * getSize());
@@ -184,11 +244,12 @@ Works MCCLBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input, c
                               output.scalar_type() == at::kBool);
   o.reduceOp = adapter.op;
   call.divide_outputs_by(adapter.divide_by);
-  return call.run([&] { return library_->_reduce_scatter_base(out, in, o); });
+  return track(call.run([&] { return library_->_reduce_scatter_base(out, in, o); }));
 }
 
 Works MCCLBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                    const c10d::ReduceScatterOptions& opts) {
+  agree("reduce_scatter_tensor_coalesced", OpType::COALESCED, opts.reduceOp.op_, -1, outputs);
   CollectiveCall call("reduce_scatter_tensor_coalesced", Movement::kReduce, getRank(), OpType::COALESCED);
   auto out = call.out(outputs);
   auto in = call.in(inputs, /*writable=*/gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);
@@ -196,44 +257,47 @@ Works MCCLBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outp
   auto adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), in, "reduce_scatter_tensor_coalesced", any_bool(outputs));
   o.reduceOp = adapter.op;
   call.divide_outputs_by(adapter.divide_by);
-  return call.run([&] { return library_->reduce_scatter_tensor_coalesced(out, in, o); });
+  return track(call.run([&] { return library_->reduce_scatter_tensor_coalesced(out, in, o); }));
 }
 
 Works MCCLBackend::alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
                                  std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
+  agree("all_to_all_single", OpType::ALLTOALL_BASE, -1, -1, input, /*sizes_may_differ=*/true);
   CollectiveCall call("all_to_all_single", Movement::kData, getRank(), OpType::ALLTOALL_BASE);
   auto in = call.in(input);
   auto out = call.out(output);
-  return call.run([&] { return library_->alltoall_base(out, in, output_split_sizes, input_split_sizes, opts); });
+  return track(call.run([&] { return library_->alltoall_base(out, in, output_split_sizes, input_split_sizes, opts); }));
 }
 
 Works MCCLBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                             const c10d::AllToAllOptions& opts) {
+  agree("all_to_all", OpType::ALLTOALL, -1, -1, inputs, /*sizes_may_differ=*/true);
   CollectiveCall call("all_to_all", Movement::kData, getRank(), OpType::ALLTOALL);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return call.run([&] { return library_->alltoall(out, in, opts); });
+  return track(call.run([&] { return library_->alltoall(out, in, opts); }));
 }
 
 Works MCCLBackend::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
   CollectiveCall call("send", Movement::kData, getRank(), OpType::SEND);
   auto in = call.in(tensors);
-  return call.run([&] { return library_->send(in, dst_rank, tag); });
+  return track(call.run([&] { return library_->send(in, dst_rank, tag); }));
 }
 
 Works MCCLBackend::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
   CollectiveCall call("recv", Movement::kData, getRank(), OpType::RECV);
   auto out = call.out(tensors);
-  return call.run([&] { return library_->recv(out, src_rank, tag); });
+  return track(call.run([&] { return library_->recv(out, src_rank, tag); }));
 }
 
 Works MCCLBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   CollectiveCall call("recv", Movement::kData, getRank(), OpType::RECVANYSOURCE);
   auto out = call.out(tensors);
-  return call.run([&] { return library_->recvAnysource(out, tag); });
+  return track(call.run([&] { return library_->recvAnysource(out, tag); }));
 }
 
 Works MCCLBackend::barrier(const c10d::BarrierOptions& opts) {
+  agree("barrier", OpType::BARRIER, -1, -1, {});
   CollectiveCall call("barrier", Movement::kData, getRank(), OpType::BARRIER);
   c10d::BarrierOptions o = opts;
   if (o.device && o.device->type() == c10::DeviceType::PrivateUse1) {
@@ -244,7 +308,7 @@ Works MCCLBackend::barrier(const c10d::BarrierOptions& opts) {
     o.device = kernel_device().device_for(current_device());
   }
   if (gloo_) o.device.reset();
-  return call.run([&] { return library_->barrier(o); });
+  return track(call.run([&] { return library_->barrier(o); }));
 }
 
 void MCCLBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
@@ -253,20 +317,57 @@ void MCCLBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_a
   library_->monitoredBarrier(o, wait_all_ranks);
 }
 
-void MCCLBackend::startCoalescing() { library_->startCoalescing(); }
+// NCCL groups coalesced collectives itself. Gloo has no coalescing: its
+// collectives run as they come, and the Work of the block waits for them all.
+void MCCLBackend::startCoalescing() {
+  if (!gloo_) return library_->startCoalescing();
+  TORCH_CHECK(!coalescing_, "mccl: startCoalescing() called twice without endCoalescing()");
+  coalescing_ = true;
+  coalesced_.clear();
+}
 
 Works MCCLBackend::endCoalescing() {
-  CollectiveCall call("coalesced", Movement::kData, getRank(), OpType::COALESCED);
-  call.use_device(current_device());
-  return call.run([&] { return library_->endCoalescing(); });
+  if (!gloo_) {
+    CollectiveCall call("coalesced", Movement::kData, getRank(), OpType::COALESCED);
+    call.use_device(current_device());
+    return call.run([&] { return library_->endCoalescing(); });
+  }
+  TORCH_CHECK(coalescing_, "mccl: endCoalescing() without startCoalescing()");
+  coalescing_ = false;
+  return c10::make_intrusive<CoalescedWork>(std::move(coalesced_), current_device(), getRank());
+}
+
+Works MCCLBackend::track(Works work) {
+  if (coalescing_) coalesced_.push_back(work);
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Backend> MCCLBackend::split(const c10::intrusive_ptr<c10d::Store>& store,
                                                      const std::vector<int>& ranks,
                                                      const c10::intrusive_ptr<c10d::Backend::Options>& opts) {
-  auto sub = library_->split(store, ranks, opts);
-  if (!sub) return nullptr;  // this rank is not in the new group
-  return c10::make_intrusive<MCCLBackend>(sub, sub->getRank(), sub->getSize());
+  // Every rank of this group takes part in each split, members or not, so
+  // the count names the split the same everywhere.
+  std::string name = "mccl_split/" + std::to_string(splits_++) + "/";
+  for (int r : ranks) name += std::to_string(r) + ",";
+  auto at = std::find(ranks.begin(), ranks.end(), getRank());
+  if (at == ranks.end()) {
+    if (!gloo_) library_->split(store, ranks, opts);  // NCCL's split is collective over the parent
+    return nullptr;                                  // this rank is not in the new group
+  }
+  int rank = static_cast<int>(at - ranks.begin());
+  int size = static_cast<int>(ranks.size());
+  // NCCL splits its communicator. Gloo's groups are independent: a new one
+  // (made in Python, where ProcessGroupGloo is reachable), rendezvousing
+  // through this group's own store under the split's name: the store torch
+  // hands in is prefixed with a group name that need not agree across ranks.
+  auto base = store_ ? store_ : store;
+  auto keys = [&](const char* what) { return c10::make_intrusive<c10d::PrefixStore>(name + what, base); };
+  auto sub = gloo_ ? new_library(keys("mccl"), rank, size, opts->timeout) : library_->split(store, ranks, opts);
+  c10::intrusive_ptr<c10d::Backend> sub_checker;
+  if (checker_ && size > 1) sub_checker = new_library(keys("check"), rank, size, opts->timeout);
+  auto split = c10::make_intrusive<MCCLBackend>(sub, sub_checker, rank, size);
+  split->store_ = keys("sub");
+  return split;
 }
 
 void MCCLBackend::setGroupUid(const std::string& pg_uid) {

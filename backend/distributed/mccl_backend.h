@@ -17,10 +17,14 @@ namespace torch_musa::distributed {
 
 class MCCLBackend : public c10d::Backend {
  public:
-  MCCLBackend(c10::intrusive_ptr<c10d::Backend> library, int rank, int size);
+  // `checker` (may be null): a CPU backend over which ranks compare each
+  // collective's signature before running it (TORCH_MCCL_CHECK_COLLECTIVES).
+  MCCLBackend(c10::intrusive_ptr<c10d::Backend> library, c10::intrusive_ptr<c10d::Backend> checker, int rank,
+              int size);
 
   const std::string getBackendName() const override { return "mccl"; }
   const c10::intrusive_ptr<c10d::Backend>& library() const { return library_; }
+  void set_store(c10::intrusive_ptr<c10d::Store> store) { store_ = std::move(store); }
   // "nccl" or "gloo": which library runs the collectives.
   std::string library_name() const { return library_->getBackendName(); }
 
@@ -69,7 +73,7 @@ class MCCLBackend : public c10d::Backend {
 
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
-  bool supportsCoalescing() const override { return library_->supportsCoalescing(); }
+  bool supportsCoalescing() const override { return true; }
   bool supportsSplitting() const override { return library_->supportsSplitting(); }
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
                                           const std::vector<int>& ranks,
@@ -85,10 +89,30 @@ class MCCLBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override { return library_->getBackendOptions(); }
 
  private:
+  // What every rank must agree on before a collective runs: a mismatch would
+  // make the library crash (Gloo), hang or silently mix data (NCCL).
+  // `sizes_may_differ`: the op allows per-rank sizes (all_to_all).
+  void agree(const char* op, c10d::OpType kind, int64_t reduce_op, int64_t root, c10::ArrayRef<at::Tensor> tensors,
+             bool sizes_may_differ = false);
+
   c10::intrusive_ptr<c10d::Backend> library_;
+  c10::intrusive_ptr<c10d::Backend> checker_;
+  // This group's own store (set_store), where Gloo splits rendezvous.
+  c10::intrusive_ptr<c10d::Store> store_;
+  int64_t splits_ = 0;
   bool gloo_;  // Gloo lacks AVG and PREMUL_SUM: they are done around a SUM
-  c10::intrusive_ptr<c10d::Work> coalesced_;
+  // Between startCoalescing() and endCoalescing() on Gloo: the Works to wait for.
+  c10::intrusive_ptr<c10d::Work> track(c10::intrusive_ptr<c10d::Work> work);
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<c10d::Work>> coalesced_;
 };
+
+// A new Gloo backend over `store` (the factory torch_musa/distributed installs).
+using LibraryFactory = c10::intrusive_ptr<c10d::Backend> (*)(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                             int size, std::chrono::milliseconds timeout);
+void set_library_factory(LibraryFactory factory);
+c10::intrusive_ptr<c10d::Backend> new_library(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                              std::chrono::milliseconds timeout);
 
 // Collectives whose tensors had to be staged (non-contiguous layouts the
 // library cannot take), by op name.

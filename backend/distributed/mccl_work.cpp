@@ -95,4 +95,49 @@ c10::intrusive_ptr<c10::ivalue::Future> MCCLWork::getFuture() {
   return future_;
 }
 
+CoalescedWork::CoalescedWork(std::vector<c10::intrusive_ptr<c10d::Work>> works, c10::DeviceIndex device, int rank)
+    : c10d::Work(rank, c10d::OpType::COALESCED), works_(std::move(works)), device_(device) {}
+
+bool CoalescedWork::isCompleted() {
+  for (auto& w : works_)
+    if (!w->isCompleted()) return false;
+  return true;
+}
+
+bool CoalescedWork::isSuccess() const {
+  for (auto& w : works_)
+    if (!w->isSuccess()) return false;
+  return true;
+}
+
+std::exception_ptr CoalescedWork::exception() const {
+  for (auto& w : works_)
+    if (auto e = w->exception()) return e;
+  return nullptr;
+}
+
+std::vector<at::Tensor> CoalescedWork::result() {
+  std::vector<at::Tensor> all;
+  for (auto& w : works_)
+    for (auto& t : w->result()) all.push_back(t);
+  return all;
+}
+
+void CoalescedWork::synchronize() {
+  for (auto& w : works_) w->synchronize();
+}
+
+bool CoalescedWork::wait(std::chrono::milliseconds timeout) {
+  for (auto& w : works_) w->wait(timeout);
+  return true;
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> CoalescedWork::getFuture() {
+  c10::List<c10::intrusive_ptr<c10::ivalue::Future>> futures(c10::FutureType::create(c10::ListType::ofTensors()));
+  for (auto& w : works_) futures.push_back(w->getFuture());
+  auto results = std::make_shared<std::vector<at::Tensor>>(result());
+  return c10::collectAll(futures)->then(
+      [results](c10::ivalue::Future&) { return c10::IValue(*results); }, c10::ListType::ofTensors());
+}
+
 }  // namespace torch_musa::distributed

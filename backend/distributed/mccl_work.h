@@ -49,4 +49,22 @@ class MCCLWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
+// The Work of a coalesced block whose library has no coalescing (Gloo): it
+// completes when every collective of the block has.
+class CoalescedWork : public c10d::Work {
+ public:
+  CoalescedWork(std::vector<c10::intrusive_ptr<c10d::Work>> works, c10::DeviceIndex device, int rank);
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  std::vector<at::Tensor> result() override;
+  void synchronize() override;
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+ private:
+  std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+  c10::DeviceIndex device_;
+};
+
 }  // namespace torch_musa::distributed

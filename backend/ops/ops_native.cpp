@@ -84,7 +84,22 @@ void musa_record_stream(at::Tensor& self, c10::Stream stream) {
   allocator::record_stream(self.storage().data_ptr(), stream);
 }
 
+// `param.data = t` between musa and another dense device (FSDP moves parameters
+// so), as CUDA allows with the CPU: c10's rule lists the built-in dense
+// backends only and leaves PrivateUse1 to this operator.
+bool musa_has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    auto ks = t.key_set();
+    return t.layout() == c10::kStrided && ks.has(c10::DispatchKey::Dense) &&
+           (ks.has_backend(c10::BackendComponent::PrivateUse1Bit) || ks.has_backend(c10::BackendComponent::CPUBit) ||
+            ks.has_backend(c10::BackendComponent::CUDABit));
+  };
+  if (self.key_set() == from.key_set()) return true;
+  return dense(self) && dense(from);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(musa_has_compatible_shallow_copy_type));
   m.impl("record_stream", TORCH_FN(musa_record_stream));
   m.impl("empty.memory_format", TORCH_FN(musa_empty));
   m.impl("empty_strided", TORCH_FN(musa_empty_strided));

@@ -17,6 +17,7 @@ from .. import _C
 
 ProcessGroupMCCL = _C._distributed.ProcessGroupMCCL
 
+# TORCH_MCCL_CHECK_COLLECTIVES=0 skips the cross-rank signature check (see _create_backend).
 # TORCH_MCCL_* mirror the TORCH_NCCL_* knobs; on the cuda driver they are handed to NCCL's backend.
 _KNOBS = ("ASYNC_ERROR_HANDLING", "BLOCKING_WAIT", "DUMP_ON_TIMEOUT", "TRACE_BUFFER_SIZE", "DEBUG_INFO_TEMP_FILE",
           "ENABLE_MONITORING", "HEARTBEAT_TIMEOUT_SEC", "AVOID_RECORD_STREAMS", "DESYNC_DEBUG")
@@ -55,11 +56,35 @@ def _create_backend(dist_opts, backend_options):
             opts.global_ranks_in_group = dist_opts.global_ranks_in_group
         if dist_opts.group_id:
             opts.group_name = dist_opts.group_id
+        parent = _split_source()
+        if parent is not None:  # as torch does for nccl: the new communicator splits off the default one
+            opts.split_from = parent.library
+            opts.split_color = dist.distributed_c10d._process_group_color(dist_opts.global_ranks_in_group)
         library = dist.ProcessGroupNCCL(store, rank, size, opts)
     else:
         library = dist.ProcessGroupGloo(store, rank, size, timeout=timeout)
     library._set_sequence_number_for_group()
-    return ProcessGroupMCCL(library, rank, size)
+    checker = None
+    if size > 1 and os.environ.get("TORCH_MCCL_CHECK_COLLECTIVES", "1") != "0":
+        # Ranks compare each collective's signature over a CPU channel of their own first: a mismatch
+        # becomes an error naming the op instead of a crash in Gloo or a hang or silent mix in NCCL.
+        checker = dist.ProcessGroupGloo(dist.PrefixStore("mccl_check/", store), rank, size, timeout=timeout)
+    backend = ProcessGroupMCCL(library, checker, rank, size)
+    backend._set_store(dist.PrefixStore("mccl/", store))  # where its split groups rendezvous (Gloo)
+    return backend
+
+
+def _split_source():
+    """The default group's mccl backend when new groups split off it (it is bound to a device)."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return None
+    pg = dist.distributed_c10d._get_default_group()
+    if not pg.bound_device_id or pg.bound_device_id.type != "musa":
+        return None
+    backend = pg._get_backend(pg.bound_device_id)
+    return backend if isinstance(backend, ProcessGroupMCCL) else None
 
 
 def is_mccl_available() -> bool:
@@ -81,6 +106,9 @@ def _register() -> None:
         return
     import torch.distributed as dist
 
+    # mccl's Gloo groups for split_group() are made here, where ProcessGroupGloo is reachable.
+    _C._distributed._set_gloo_factory(
+        lambda store, rank, size, timeout: dist.ProcessGroupGloo(store, rank, size, timeout=timeout))
     if "MCCL" not in dist.Backend._plugins:
         dist.Backend.register_backend("mccl", _create_backend, extended_api=True, devices=["musa"])
     # The names torch.distributed offers for its own backends (is_nccl_available, ProcessGroupNCCL).
