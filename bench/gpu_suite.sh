@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build torch_musa with the cuda driver, run the test suite
 # on the GPU (TORCH_MUSA_DRIVER=cuda), then the benchmarks. Logs go to $OUT.
-#   bash bench/gpu_suite.sh [build|tests|bench|opinfo|overhead|alloc|vmm|all]...
+#   bash bench/gpu_suite.sh [build|tests|dist|bench|opinfo|overhead|alloc|vmm|all]...
 set -u
 OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
@@ -32,9 +32,18 @@ python3 -c "import torch; print(\"driver\", torch.musa.get_driver_name(), torch.
 
 if has tests; then
   t0=$SECONDS
-  timeout ${TESTS_TIMEOUT:-900} python3 -m pytest tests -q -rs -p no:cacheprovider --ignore=tests/ops/test_opinfo_sweep.py --ignore=tests/tools --timeout=300 \
+  timeout ${TESTS_TIMEOUT:-900} python3 -m pytest tests -q -rs -p no:cacheprovider --ignore=tests/ops/test_opinfo_sweep.py --ignore=tests/tools --ignore=tests/distributed --timeout=300 \
     >"$OUT/tests.log" 2>&1
   summary+=("tests (cuda driver): $(tail -1 "$OUT/tests.log") ($((SECONDS - t0)) s)")
+fi
+if has dist; then
+  # mccl over NCCL at world 1 (one GPU): the distributed suite, then the per-call cost against NCCL.
+  t0=$SECONDS
+  TORCH_MUSA_DIST_DRIVER=cuda NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 timeout ${DIST_TIMEOUT:-300} \
+    python3 -m pytest tests/distributed -q -rs -p no:cacheprovider >"$OUT/dist.log" 2>&1
+  summary+=("distributed (cuda driver, world 1): $(tail -1 "$OUT/dist.log") ($((SECONDS - t0)) s)")
+  TORCH_MUSA_DIST_DRIVER=cuda NCCL_NVLS_ENABLE=0 timeout ${DIST_BENCH_TIMEOUT:-200} \
+    python3 bench/dist_bench.py ${DIST_BENCH_ARGS:---rounds 3 --max-mib 256} 2>&1 | tee "$OUT/dist_bench.log" | tail -30
 fi
 if has opinfo; then
   t0=$SECONDS

@@ -19,3 +19,24 @@ def check():
             f"Install a supported torch (e.g. pip install torch==2.13.0) and rebuild torch_musa."
         )
     return version
+
+
+def split_group_on_musa() -> bool:
+    """torch.distributed.split_group() finds the parent's backend through torch.accelerator from 2.13;
+    torch 2.11 asks for the "cuda" backend by name, so mccl groups cannot be split there."""
+    return torch_version() >= (2, 13)
+
+
+def dcp_saves_musa_tensors() -> bool:
+    """torch.distributed.checkpoint's file writer copies accelerator tensors to the CPU through
+    torch.accelerator from 2.13; torch 2.11's writer moves only CUDA tensors (save .cpu() state there)."""
+    return torch_version() >= (2, 13)
+
+
+def ddp_local_used_map_works() -> bool:
+    """DDP's find_unused_parameters and static_graph pin a host buffer with empty(pin_memory=True) and
+    assert is_pinned(). With a CUDA build of torch 2.11 and the cuda driver, ATen pins it with CUDA's
+    host allocator but asks the accelerator (musa) whether it is pinned, and the assert fails."""
+    from . import get_driver_name
+
+    return not (torch.version.cuda and get_driver_name() == "cuda" and torch_version() < (2, 13))

@@ -75,6 +75,18 @@ bool any_bool(const std::vector<at::Tensor>& ts) {
   return false;
 }
 
+// The library always runs the collective asynchronously, on its internal
+// stream ordered after the caller's current stream: a synchronous call
+// (async_op=False) is still waited for by torch through MCCLWork::wait(), which
+// makes the current musa stream wait (NCCL's own synchronous mode would run on
+// the current stream, which here is a musa stream it does not own).
+template <class Options>
+Options library_options(const Options& opts) {
+  Options o = opts;
+  o.asyncOp = true;
+  return o;
+}
+
 constexpr int kSignatureLength = 7;
 
 std::string describe(const int64_t* v) {
@@ -124,14 +136,14 @@ Works MCCLBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::Broad
   agree("broadcast", OpType::BROADCAST, -1, opts.rootRank, tensors);
   CollectiveCall call("broadcast", Movement::kData, getRank(), OpType::BROADCAST);
   auto a = call.inout(tensors);
-  return track(call.run([&] { return library_->broadcast(a, opts); }));
+  return track(call.run([&] { return library_->broadcast(a, library_options(opts)); }));
 }
 
 Works MCCLBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   agree("all_reduce", OpType::ALLREDUCE, opts.reduceOp.op_, -1, tensors);
   CollectiveCall call("all_reduce", Movement::kReduce, getRank(), OpType::ALLREDUCE);
   auto a = call.inout(tensors);
-  c10d::AllreduceOptions o = opts;
+  auto o = library_options(opts);
   auto adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), a, "all_reduce", any_bool(tensors));
   o.reduceOp = adapter.op;
   call.divide_outputs_by(adapter.divide_by);
@@ -142,7 +154,7 @@ Works MCCLBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors, const c
   agree("allreduce_coalesced", OpType::ALLREDUCE_COALESCED, opts.reduceOp.op_, -1, tensors);
   CollectiveCall call("allreduce_coalesced", Movement::kReduce, getRank(), OpType::ALLREDUCE_COALESCED);
   auto a = call.inout(tensors);
-  c10d::AllreduceCoalescedOptions o = opts;
+  auto o = library_options(opts);
   auto adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), a, "allreduce_coalesced", any_bool(tensors));
   o.reduceOp = adapter.op;
   call.divide_outputs_by(adapter.divide_by);
@@ -153,7 +165,7 @@ Works MCCLBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOp
   agree("reduce", OpType::REDUCE, opts.reduceOp.op_, opts.rootRank, tensors);
   CollectiveCall call("reduce", Movement::kReduce, getRank(), OpType::REDUCE);
   auto a = call.inout(tensors);
-  c10d::ReduceOptions o = opts;
+  auto o = library_options(opts);
   auto adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), a, "reduce", any_bool(tensors));
   o.reduceOp = adapter.op;
   if (getRank() == opts.rootRank) call.divide_outputs_by(adapter.divide_by);
@@ -166,7 +178,7 @@ Works MCCLBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs, std:
   CollectiveCall call("all_gather", Movement::kData, getRank(), OpType::ALLGATHER);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return track(call.run([&] { return library_->allgather(out, in, opts); }));
+  return track(call.run([&] { return library_->allgather(out, in, library_options(opts)); }));
 }
 
 Works MCCLBackend::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
@@ -176,7 +188,7 @@ Works MCCLBackend::_allgather_base(at::Tensor& output, at::Tensor& input, const 
               output.numel(), " elements; it needs input.numel() * world_size = ", input.numel() * getSize());
   auto in = call.in(input);
   auto out = call.out(output);
-  return track(call.run([&] { return library_->_allgather_base(out, in, opts); }));
+  return track(call.run([&] { return library_->_allgather_base(out, in, library_options(opts)); }));
 }
 
 Works MCCLBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
@@ -185,7 +197,7 @@ Works MCCLBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& out
   CollectiveCall call("allgather_coalesced", Movement::kData, getRank(), OpType::ALLGATHER_COALESCED);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return track(call.run([&] { return library_->allgather_coalesced(out, in, opts); }));
+  return track(call.run([&] { return library_->allgather_coalesced(out, in, library_options(opts)); }));
 }
 
 Works MCCLBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
@@ -194,7 +206,7 @@ Works MCCLBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outp
   CollectiveCall call("allgather_into_tensor_coalesced", Movement::kData, getRank(), OpType::COALESCED);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return track(call.run([&] { return library_->allgather_into_tensor_coalesced(out, in, opts); }));
+  return track(call.run([&] { return library_->allgather_into_tensor_coalesced(out, in, library_options(opts)); }));
 }
 
 Works MCCLBackend::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
@@ -203,7 +215,7 @@ Works MCCLBackend::gather(std::vector<std::vector<at::Tensor>>& outputs, std::ve
   CollectiveCall call("gather", Movement::kData, getRank(), OpType::GATHER);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return track(call.run([&] { return library_->gather(out, in, opts); }));
+  return track(call.run([&] { return library_->gather(out, in, library_options(opts)); }));
 }
 
 Works MCCLBackend::scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
@@ -212,7 +224,7 @@ Works MCCLBackend::scatter(std::vector<at::Tensor>& outputs, std::vector<std::ve
   CollectiveCall call("scatter", Movement::kData, getRank(), OpType::SCATTER);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return track(call.run([&] { return library_->scatter(out, in, opts); }));
+  return track(call.run([&] { return library_->scatter(out, in, library_options(opts)); }));
 }
 
 Works MCCLBackend::reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
@@ -222,7 +234,7 @@ Works MCCLBackend::reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<
   auto out = call.out(outputs);
   // Gloo's scaling for PREMUL_SUM must not touch the caller's inputs: they are staged.
   auto in = call.in(inputs, /*writable=*/gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);
-  c10d::ReduceScatterOptions o = opts;
+  auto o = library_options(opts);
   std::vector<at::Tensor> flat;
   for (auto& l : in) flat.insert(flat.end(), l.begin(), l.end());
   auto adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), flat, "reduce_scatter", any_bool(outputs));
@@ -238,7 +250,7 @@ Works MCCLBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input, c
               input.numel(), " elements; it needs output.numel() * world_size = ", output.numel() * getSize());
   auto out = call.out(output);
   auto in = call.in(input, /*writable=*/gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);
-  c10d::ReduceScatterOptions o = opts;
+  auto o = library_options(opts);
   std::vector<at::Tensor> flat{in};
   auto adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), flat, "reduce_scatter_tensor",
                               output.scalar_type() == at::kBool);
@@ -253,7 +265,7 @@ Works MCCLBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outp
   CollectiveCall call("reduce_scatter_tensor_coalesced", Movement::kReduce, getRank(), OpType::COALESCED);
   auto out = call.out(outputs);
   auto in = call.in(inputs, /*writable=*/gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);
-  c10d::ReduceScatterOptions o = opts;
+  auto o = library_options(opts);
   auto adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), in, "reduce_scatter_tensor_coalesced", any_bool(outputs));
   o.reduceOp = adapter.op;
   call.divide_outputs_by(adapter.divide_by);
@@ -266,7 +278,7 @@ Works MCCLBackend::alltoall_base(at::Tensor& output, at::Tensor& input, std::vec
   CollectiveCall call("all_to_all_single", Movement::kData, getRank(), OpType::ALLTOALL_BASE);
   auto in = call.in(input);
   auto out = call.out(output);
-  return track(call.run([&] { return library_->alltoall_base(out, in, output_split_sizes, input_split_sizes, opts); }));
+  return track(call.run([&] { return library_->alltoall_base(out, in, output_split_sizes, input_split_sizes, library_options(opts)); }));
 }
 
 Works MCCLBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
@@ -275,7 +287,7 @@ Works MCCLBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Te
   CollectiveCall call("all_to_all", Movement::kData, getRank(), OpType::ALLTOALL);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return track(call.run([&] { return library_->alltoall(out, in, opts); }));
+  return track(call.run([&] { return library_->alltoall(out, in, library_options(opts)); }));
 }
 
 Works MCCLBackend::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
@@ -299,7 +311,7 @@ Works MCCLBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
 Works MCCLBackend::barrier(const c10d::BarrierOptions& opts) {
   agree("barrier", OpType::BARRIER, -1, -1, {});
   CollectiveCall call("barrier", Movement::kData, getRank(), OpType::BARRIER);
-  c10d::BarrierOptions o = opts;
+  auto o = library_options(opts);
   if (o.device && o.device->type() == c10::DeviceType::PrivateUse1) {
     call.use_device(o.device->index());
     o.device = kernel_device().device_for(o.device->index());

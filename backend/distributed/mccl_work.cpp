@@ -59,7 +59,6 @@ bool MCCLWork::wait(std::chrono::milliseconds timeout) {
   return true;
 }
 
-void MCCLWork::blockCurrentStream() { synchronize(); }
 void MCCLWork::abort() { inner_->abort(); }
 float MCCLWork::getDuration() const { return inner_->getDuration(); }
 uint64_t MCCLWork::getSequencenumber() const { return inner_->getSequencenumber(); }

@@ -27,7 +27,6 @@ class MCCLWork : public c10d::Work {
   std::vector<at::Tensor> result() override;
   void synchronize() override;
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
-  void blockCurrentStream() override;
   void abort() override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   float getDuration() const override;

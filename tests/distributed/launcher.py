@@ -32,9 +32,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_ranks(scenario, world, timeout=120, env=None, args=(), expect_fail=()):
-    """Returns the ranks' JSON results (a list, by rank). Raises AssertionError with the ranks' output
-    if a rank fails (unless it is in `expect_fail`) or the run outlives `timeout`."""
+def run_ranks(scenario, world, timeout=120, env=None, args=(), expect_fail=(), module="tests.distributed.scenarios"):
+    """Runs `python -m module scenario *args` as `world` ranks; returns their JSON results (a list, by
+    rank). Raises AssertionError with the ranks' output if a rank fails (unless it is in
+    `expect_fail`) or the run outlives `timeout`. (bench/dist_bench.py runs its workers through it too.)"""
     port = free_port()
     out_dir = tempfile.mkdtemp(prefix=f"mccl_{scenario}_")
     procs = []
@@ -49,7 +50,7 @@ def run_ranks(scenario, world, timeout=120, env=None, args=(), expect_fail=()):
                  MCCL_DUMP_AFTER=str(max(1, timeout - 5)))
         e.update(env or {})
         log = open(os.path.join(out_dir, f"{rank}.log"), "w")
-        procs.append((subprocess.Popen([sys.executable, "-m", "tests.distributed.scenarios", scenario, *args],
+        procs.append((subprocess.Popen([sys.executable, "-m", module, scenario, *args],
                                        cwd=REPO_ROOT, env=e, stdout=log, stderr=subprocess.STDOUT), log))
     deadline = time.monotonic() + timeout
     timed_out = False

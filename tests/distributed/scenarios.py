@@ -16,6 +16,8 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+import torch_musa._version_gate as version_gate
+
 faulthandler.enable()  # a crash in a rank shows where; a hang too, just before the launcher's deadline
 if os.environ.get("MCCL_DUMP_AFTER"):
     faulthandler.dump_traceback_later(float(os.environ["MCCL_DUMP_AFTER"]), exit=True)
@@ -251,11 +253,14 @@ def scenario_collectives():
         check("new_group all_reduce", t, sum(value(r, torch.float32) for r in evens))
     halves = [list(range(0, (WORLD + 1) // 2)), list(range((WORLD + 1) // 2, WORLD))]
     halves = [h for h in halves if h]
-    sg = dist.split_group(split_ranks=halves)
-    mine = next(h for h in halves if RANK in h)
-    t = value(RANK, torch.float32).to(d)
-    dist.all_reduce(t, group=sg)
-    check("split_group all_reduce", t, sum(value(r, torch.float32) for r in mine))
+    if version_gate.split_group_on_musa():
+        sg = dist.split_group(split_ranks=halves)
+        mine = next(h for h in halves if RANK in h)
+        t = value(RANK, torch.float32).to(d)
+        dist.all_reduce(t, group=sg)
+        check("split_group all_reduce", t, sum(value(r, torch.float32) for r in mine))
+    else:
+        extra.setdefault("not_run", []).append("split_group: " + version_gate.split_group_on_musa.__doc__)
     objs = [None] * WORLD
     dist.all_gather_object(objs, {"rank": RANK})
     if objs != [{"rank": r} for r in range(WORLD)]:
@@ -333,6 +338,10 @@ def scenario_ddp():
                                    tol=dict(rtol=2e-2, atol=2e-2)),
     }
     ref_losses, ref_model = reference_losses(Net, data)
+    if not version_gate.ddp_local_used_map_works():
+        for name in ("static_graph", "find_unused_parameters"):
+            variants.pop(name)
+            extra.setdefault("not_run", []).append(f"ddp {name}: " + version_gate.ddp_local_used_map_works.__doc__)
     for name, kw in variants.items():
         kw = dict(kw)
         hook, tol = kw.pop("hook", None), kw.pop("tol", dict(rtol=1e-5, atol=1e-6))
@@ -479,6 +488,10 @@ def scenario_fsdp_tp():
     # DCP: save a sharded FSDP2 state dict, load it into a fresh model
     import torch.distributed.checkpoint as dcp
 
+    if not version_gate.dcp_saves_musa_tensors():
+        extra.setdefault("not_run", []).append("dcp: " + version_gate.dcp_saves_musa_tensors.__doc__)
+        dist.destroy_process_group()
+        return
     ckpt = sys.argv[2] if len(sys.argv) > 2 else os.environ["MCCL_CKPT"]
     torch.manual_seed(0)
     model = Net().to(dev())

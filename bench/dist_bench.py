@@ -1,0 +1,159 @@
+"""mccl against the native collective backend, in the same run.
+
+    python3 bench/dist_bench.py [--world 2] [--rounds 3] [--max-mib 256] [--ddp] [--quick]
+
+Host driver: mccl on musa tensors (Gloo over musa memory) against Gloo on CPU tensors. cuda driver:
+mccl on musa tensors against NCCL on CUDA tensors (world 1 on a one-GPU machine: the per-call cost).
+Each round starts fresh rank processes for each side, alternating native and musa; the table shows
+the median bus bandwidth over rounds (all_reduce: 2(n-1)/n * bytes / t; all_gather_into_tensor and
+reduce_scatter_tensor: (n-1)/n * bytes of the full tensor / t; at world 1 the plain bytes / t), and
+musa/native ratios. "musa, no check" is mccl with TORCH_MCCL_CHECK_COLLECTIVES=0 (no cross-rank
+signature check). --ddp adds a DDP training step of a ~100M-parameter MLP (samples/s).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+OPS = ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor")
+
+
+def _sizes(max_mib):
+    s, out = 4096, []
+    while s <= max_mib << 20:
+        out.append(s)
+        s *= 4
+    return out
+
+
+def worker(side, max_mib, ddp):
+    """One rank: time every op and size on `side` ("native" or "musa"); rank 0 reports."""
+    import torch
+    import torch.distributed as dist
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    musa = side.startswith("musa")
+    cuda_driver = os.environ["TORCH_MUSA_DRIVER"] == "cuda"
+    if musa:
+        torch.musa.set_device(int(os.environ["LOCAL_RANK"]))
+        device, backend, sync = torch.device("musa", torch.musa.current_device()), "mccl", torch.musa.synchronize
+    elif cuda_driver:
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        device, backend, sync = torch.device("cuda", torch.cuda.current_device()), "nccl", torch.cuda.synchronize
+    else:
+        device, backend, sync = torch.device("cpu"), "gloo", (lambda: None)
+    dist.init_process_group(backend, rank=rank, world_size=world)
+    factor = {"all_reduce": 2 * (world - 1) / world, "all_gather_into_tensor": (world - 1) / world,
+              "reduce_scatter_tensor": (world - 1) / world}
+    if world == 1:
+        factor = dict.fromkeys(factor, 1.0)
+    out = {}
+    for size in _sizes(max_mib):
+        n = size // 4
+        full = torch.ones(n, device=device)
+        part = torch.ones(n // world, device=device)
+        calls = {"all_reduce": lambda: dist.all_reduce(full),
+                 "all_gather_into_tensor": lambda: dist.all_gather_into_tensor(full, part),
+                 "reduce_scatter_tensor": lambda: dist.reduce_scatter_tensor(part, full)}
+        for op in OPS:
+            fn = calls[op]
+            for _ in range(2):
+                fn()
+            sync()
+            iters, t = 1, 0.0
+            while True:  # grow the count until a timed batch takes ~0.2 s (same count on every rank)
+                dist.barrier()
+                t0 = time.perf_counter()
+                for _ in range(iters):
+                    fn()
+                sync()
+                t = time.perf_counter() - t0  # rank 0's time; the barrier lined the ranks up
+                if t > 0.2 or iters >= 4096:
+                    break
+                iters *= 4
+            out[f"{op}/{size}"] = factor[op] * size / (t / iters) / 1e9
+        del full, part
+    if ddp:
+        out["ddp_samples_per_s"] = ddp_step(device, sync)
+    dist.destroy_process_group()
+    if rank == 0:
+        with open(os.environ["MCCL_RESULT"], "w") as f:
+            json.dump(out, f)
+
+
+def ddp_step(device, sync, steps=3, batch=8):
+    import torch
+    import torch.nn as nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    width = 4096  # 6 layers of 4096 x 4096: ~100M parameters
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(6)]).to(device)
+    model = DDP(model)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(batch, width, device=device)
+
+    def step():
+        model(x).square().mean().backward()
+        opt.step()
+        opt.zero_grad()
+
+    step()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    sync()
+    return steps * batch / (time.perf_counter() - t0)
+
+
+def main():
+    from tests.distributed.launcher import run_ranks
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--world", type=int, default=None)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--max-mib", type=int, default=256)
+    ap.add_argument("--ddp", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="1 round, up to 16 MiB")
+    a = ap.parse_args()
+    if a.quick:
+        a.rounds, a.max_mib = 1, 16
+    driver = os.environ.get("TORCH_MUSA_DIST_DRIVER", "host")
+    world = a.world or (2 if driver == "host" else 1)
+    sides = ("native", "musa", "musa_nocheck")
+    runs = {s: [] for s in sides}
+    for _ in range(a.rounds):
+        for side in sides:
+            env = {"TORCH_MCCL_CHECK_COLLECTIVES": "0" if side == "musa_nocheck" else "1"}
+            if side == "native":
+                env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # native runs without torch_musa loaded
+            res = run_ranks("worker", world, timeout=1800, env=env, module="bench.dist_bench",
+                            args=(side, str(a.max_mib), "1" if a.ddp else "0"))
+            runs[side].append(res[0])
+    med = {s: {k: statistics.median(r[k] for r in runs[s]) for k in runs[s][0]} for s in sides}
+    native_name = "gloo (cpu)" if driver == "host" else "nccl (cuda)"
+    print(f"mccl vs {native_name}, world {world}, driver {driver}, median of {a.rounds} round(s); GB/s (bus)")
+    print(f"{'op':24s} {'size':>9s} {'native':>9s} {'musa':>9s} {'ratio':>6s} {'no-check':>9s} {'ratio':>6s} floor")
+    for op in OPS:
+        for size in _sizes(a.max_mib):
+            k = f"{op}/{size}"
+            n, m, mn = med["native"][k], med["musa"][k], med["musa_nocheck"][k]
+            label = f"{size >> 10} KiB" if size < 1 << 20 else f"{size >> 20} MiB"
+            floor = ">=0.95" if size >= 1 << 20 else ">=0.80"
+            print(f"{op:24s} {label:>9s} {n:9.3f} {m:9.3f} {m / n:6.2f} {mn:9.3f} {mn / n:6.2f} {floor}")
+    if a.ddp:
+        n, m, mn = (med[s]["ddp_samples_per_s"] for s in sides)
+        print(f"{'DDP step, 100M MLP':24s} {'samples/s':>9s} {n:9.2f} {m:9.2f} {m / n:6.2f} {mn:9.2f} {mn / n:6.2f} >=0.90")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "worker":
+        worker(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1")
+    else:
+        main()
