@@ -40,3 +40,9 @@ def ddp_local_used_map_works() -> bool:
     from . import get_driver_name
 
     return not (torch.version.cuda and get_driver_name() == "cuda" and torch_version() < (2, 13))
+
+
+def powersgd_hook_works() -> bool:
+    """torch's PowerSGD hook calls torch.cuda.synchronize(bucket device) whenever CUDA is available, so
+    on a CUDA build with a GPU it rejects musa buckets ("Expected a cuda device")."""
+    return not torch.cuda.is_available()

@@ -318,7 +318,7 @@ def bf16_hook_renamed(state, bucket):
 
 
 def scenario_ddp():
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook as psgd
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     init()
@@ -375,6 +375,32 @@ def scenario_ddp():
                 failures.append(f"ddp timer recorded no backward compute time: {extra['ddp_timing']}")
     # PowerSGD: approximate by design; vanilla all_reduce until start_powerSGD_iter, then every rank
     # must keep identical parameters.
+    if version_gate.powersgd_hook_works():
+        powersgd(data, ref_losses)
+    else:
+        extra.setdefault("not_run", []).append("ddp PowerSGD: " + version_gate.powersgd_hook_works.__doc__)
+    # no_sync: two micro-batches accumulate locally, the second synchronizes
+    ref_acc, ref_acc_model = reference_losses(Net, data, accumulate=2)
+    torch.manual_seed(0)
+    model = DDP(Net().to(dev()))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for i, (x, y) in enumerate(data):
+        if i % 2 == 0:
+            with model.no_sync():
+                (nn.functional.mse_loss(model(local(x)), local(y)) / 2).backward()
+        else:
+            (nn.functional.mse_loss(model(local(x)), local(y)) / 2).backward()
+            opt.step()
+            opt.zero_grad()
+    check("ddp no_sync final fc1.weight", model.module.fc1.weight.detach(), ref_acc_model.fc1.weight.detach(),
+          rtol=1e-5, atol=1e-6)
+    dist.destroy_process_group()
+
+
+def powersgd(data, ref_losses):
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
     torch.manual_seed(0)
     model = DDP(Net().to(dev()))
     state = psgd.PowerSGDState(process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2)
@@ -392,22 +418,6 @@ def scenario_ddp():
     dist.all_gather(ws, w)
     if not all(torch.equal(ws[0].cpu(), x.cpu()) for x in ws):
         failures.append("powerSGD: ranks' parameters differ")
-    # no_sync: two micro-batches accumulate locally, the second synchronizes
-    ref_acc, ref_acc_model = reference_losses(Net, data, accumulate=2)
-    torch.manual_seed(0)
-    model = DDP(Net().to(dev()))
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for i, (x, y) in enumerate(data):
-        if i % 2 == 0:
-            with model.no_sync():
-                (nn.functional.mse_loss(model(local(x)), local(y)) / 2).backward()
-        else:
-            (nn.functional.mse_loss(model(local(x)), local(y)) / 2).backward()
-            opt.step()
-            opt.zero_grad()
-    check("ddp no_sync final fc1.weight", model.module.fc1.weight.detach(), ref_acc_model.fc1.weight.detach(),
-          rtol=1e-5, atol=1e-6)
-    dist.destroy_process_group()
 
 
 # ---------------------------------------------------------------- FSDP2, FSDP1, DTensor / TP, DCP
