@@ -93,6 +93,7 @@ std::string describe(const int64_t* v) {
   std::ostringstream os;
   os << c10d::opTypeToString(static_cast<c10d::OpType>(v[0]));
   if (v[3] >= 0) os << " of " << v[4] << " " << c10::toString(static_cast<at::ScalarType>(v[3])) << " tensor(s)";
+  if (v[3] == -2) os << " with a tensor that is not on musa";
   if (v[5] >= 0) os << " with " << v[5] << " elements";
   static const char* const kOps[] = {"SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM"};
   if (v[1] >= 0) os << ", ReduceOp." << (v[1] < 9 ? kOps[v[1]] : "UNUSED");
@@ -112,6 +113,13 @@ void MCCLBackend::agree(const char* op, c10d::OpType kind, int64_t reduce_op, in
     shape_hash = shape_hash * 31 + static_cast<int64_t>(t.scalar_type());
   }
   int64_t dtype = tensors.empty() ? -1 : static_cast<int64_t>(tensors[0].scalar_type());
+  // A rank with a tensor mccl cannot take still joins the exchange, with a
+  // signature no other rank has: the others fail now instead of waiting for a
+  // collective it will not run, and it reports its own error (CollectiveCall).
+  bool unusable = false;
+  for (const auto& t : tensors)
+    if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1) unusable = true;
+  if (unusable) dtype = -2;
   std::vector<int64_t> mine{static_cast<int64_t>(kind), reduce_op, root, dtype,
                             static_cast<int64_t>(tensors.size()), sizes_may_differ ? -1 : numel,
                             sizes_may_differ ? 0 : shape_hash};
@@ -122,6 +130,7 @@ void MCCLBackend::agree(const char* op, c10d::OpType kind, int64_t reduce_op, in
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int r = 0; r < getSize(); ++r) outputs[0].push_back(at::empty({kSignatureLength}, opts));
   checker_->allgather(outputs, inputs)->wait();
+  if (unusable) return;
   for (int r = 0; r < getSize(); ++r) {
     const int64_t* theirs = outputs[0][r].data_ptr<int64_t>();
     TORCH_CHECK(std::equal(mine.begin(), mine.end(), theirs), "mccl ", op, ": the ranks called different "
@@ -164,7 +173,9 @@ Works MCCLBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors, const c
 Works MCCLBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
   agree("reduce", OpType::REDUCE, opts.reduceOp.op_, opts.rootRank, tensors);
   CollectiveCall call("reduce", Movement::kReduce, getRank(), OpType::REDUCE);
-  auto a = call.inout(tensors);
+  // Gloo's PREMUL_SUM scales the inputs first: off the root they stay the caller's, so they are copied.
+  bool scaled_copy = gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM && getRank() != opts.rootRank;
+  auto a = scaled_copy ? call.in(tensors, /*writable=*/true) : call.inout(tensors);
   auto o = library_options(opts);
   auto adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), a, "reduce", any_bool(tensors));
   o.reduceOp = adapter.op;

@@ -541,6 +541,13 @@ def scenario_faults():
             "all_gather_into_tensor", "Float", "Double")
         expect_error("different collectives", lambda: dist.broadcast(torch.ones(2, device=d), 0) if RANK == 0
                      else dist.all_reduce(torch.ones(2, device=d)), "BROADCAST", "ALLREDUCE")
+        expect_error("cpu tensor on one rank", lambda: dist.all_gather_into_tensor(
+            torch.empty(2 * WORLD, device=d), torch.ones(2, device=d) if RANK == 0 else torch.ones(2)),
+            "all_gather_into_tensor")
+        t = torch.full((3,), float(RANK + 1), device=d)
+        dist.reduce(t, dst=0, op=dist._make_nccl_premul_sum(2.0))
+        check("reduce PREMUL_SUM", t, torch.full((3,), 2.0 * sum(range(1, WORLD + 1))) if RANK == 0
+              else torch.full((3,), float(RANK + 1)))  # off the root the input is left as it was
         expect_error("output size", lambda: dist.all_gather_into_tensor(torch.empty(3, device=d), torch.ones(2, device=d)),
                      "all_gather_into_tensor", "world_size")
         t = torch.ones(3, device=d)  # the group still works after the errors
