@@ -24,16 +24,6 @@ bool is_float8(at::ScalarType t) {
 }
 }  // namespace
 
-namespace {
-LibraryFactory library_factory = nullptr;
-}
-void set_library_factory(LibraryFactory factory) { library_factory = factory; }
-c10::intrusive_ptr<c10d::Backend> new_library(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                              std::chrono::milliseconds timeout) {
-  TORCH_CHECK(library_factory, "mccl: no library factory installed");
-  return library_factory(store, rank, size, timeout);
-}
-
 std::map<std::string, int64_t> staged_counts() {
   std::lock_guard<std::mutex> g(staged_mutex);
   return staged;
@@ -97,7 +87,7 @@ at::Tensor CollectiveCall::alias(const at::Tensor& musa, Role role, bool writabl
   auto options = at::TensorOptions()
                      .dtype(library_dtype(t.scalar_type()))
                      .device(kernel_device().device_for(t.device().index()));
-  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), [keep](void*) mutable { keep = {}; }, options);
+  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), [keep](void*) {}, options);
 }
 
 std::vector<at::Tensor> CollectiveCall::inout(std::vector<at::Tensor>& tensors) {

@@ -22,6 +22,9 @@ class CollectiveCall {
   CollectiveCall(const char* op, Movement movement, int rank, c10d::OpType type)
       : op_(op), movement_(movement), rank_(rank), type_(type) {}
 
+  const char* op() const { return op_; }
+  c10d::OpType type() const { return type_; }
+
   // Tensors the collective reads and writes in place (all_reduce, broadcast).
   std::vector<at::Tensor> inout(std::vector<at::Tensor>& tensors);
   // Tensors it only reads; `writable` gives the library a private copy it may change.

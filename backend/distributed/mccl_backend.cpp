@@ -21,6 +21,19 @@ using c10d::OpType;
 using c10d::ReduceOp;
 using Works = c10::intrusive_ptr<c10d::Work>;
 
+namespace {
+LibraryFactory library_factory = nullptr;
+}  // namespace
+
+void set_library_factory(LibraryFactory factory) { library_factory = factory; }
+
+c10::intrusive_ptr<c10d::Backend> new_library(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                              std::chrono::milliseconds timeout) {
+  TORCH_CHECK(library_factory, "mccl: cannot make a Gloo group: torch_musa.distributed did not register its "
+              "factory; import torch_musa before creating process groups");
+  return library_factory(store, rank, size, timeout);
+}
+
 MCCLBackend::MCCLBackend(c10::intrusive_ptr<c10d::Backend> library, c10::intrusive_ptr<c10d::Backend> checker,
                          int rank, int size)
     : c10d::Backend(rank, size), library_(std::move(library)), checker_(std::move(checker)) {
@@ -103,8 +116,19 @@ std::string describe(const int64_t* v) {
 
 }  // namespace
 
-void MCCLBackend::agree(const char* op, c10d::OpType kind, int64_t reduce_op, int64_t root,
-                        c10::ArrayRef<at::Tensor> tensors, bool sizes_may_differ) {
+template <class Opts>
+Opts MCCLBackend::reduction_options(const Opts& opts, CollectiveCall& call, std::vector<at::Tensor>& inputs,
+                                    const char* op, bool bool_inputs, bool divides) {
+  Opts o = library_options(opts);
+  ReduceAdapter adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), inputs, op, bool_inputs);
+  o.reduceOp = adapter.op;
+  if (divides) call.divide_outputs_by(adapter.divide_by);
+  return o;
+}
+
+void MCCLBackend::agree(const CollectiveCall& call, int64_t reduce_op, int64_t root, c10::ArrayRef<at::Tensor> tensors,
+                        bool sizes_may_differ) {
+  const char* op = call.op();
   if (!checker_ || getSize() == 1) return;
   int64_t numel = 0, shape_hash = 0;
   for (const auto& t : tensors) {
@@ -120,7 +144,7 @@ void MCCLBackend::agree(const char* op, c10d::OpType kind, int64_t reduce_op, in
   for (const auto& t : tensors)
     if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1) unusable = true;
   if (unusable) dtype = -2;
-  std::vector<int64_t> mine{static_cast<int64_t>(kind), reduce_op, root, dtype,
+  std::vector<int64_t> mine{static_cast<int64_t>(call.type()), reduce_op, root, dtype,
                             static_cast<int64_t>(tensors.size()), sizes_may_differ ? -1 : numel,
                             sizes_may_differ ? 0 : shape_hash};
   auto opts = at::TensorOptions().dtype(at::kLong);
@@ -142,59 +166,50 @@ void MCCLBackend::agree(const char* op, c10d::OpType kind, int64_t reduce_op, in
 }
 
 Works MCCLBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
-  agree("broadcast", OpType::BROADCAST, -1, opts.rootRank, tensors);
   CollectiveCall call("broadcast", Movement::kData, getRank(), OpType::BROADCAST);
+  agree(call, -1, opts.rootRank, tensors);
   auto a = call.inout(tensors);
   return track(call.run([&] { return library_->broadcast(a, library_options(opts)); }));
 }
 
 Works MCCLBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
-  agree("all_reduce", OpType::ALLREDUCE, opts.reduceOp.op_, -1, tensors);
   CollectiveCall call("all_reduce", Movement::kReduce, getRank(), OpType::ALLREDUCE);
+  agree(call, opts.reduceOp.op_, -1, tensors);
   auto a = call.inout(tensors);
-  auto o = library_options(opts);
-  auto adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), a, "all_reduce", any_bool(tensors));
-  o.reduceOp = adapter.op;
-  call.divide_outputs_by(adapter.divide_by);
+  auto o = reduction_options(opts, call, a, "all_reduce", any_bool(tensors));
   return track(call.run([&] { return library_->allreduce(a, o); }));
 }
 
 Works MCCLBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  agree("allreduce_coalesced", OpType::ALLREDUCE_COALESCED, opts.reduceOp.op_, -1, tensors);
   CollectiveCall call("allreduce_coalesced", Movement::kReduce, getRank(), OpType::ALLREDUCE_COALESCED);
+  agree(call, opts.reduceOp.op_, -1, tensors);
   auto a = call.inout(tensors);
-  auto o = library_options(opts);
-  auto adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), a, "allreduce_coalesced", any_bool(tensors));
-  o.reduceOp = adapter.op;
-  call.divide_outputs_by(adapter.divide_by);
+  auto o = reduction_options(opts, call, a, "allreduce_coalesced", any_bool(tensors));
   return track(call.run([&] { return library_->allreduce_coalesced(a, o); }));
 }
 
 Works MCCLBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
-  agree("reduce", OpType::REDUCE, opts.reduceOp.op_, opts.rootRank, tensors);
   CollectiveCall call("reduce", Movement::kReduce, getRank(), OpType::REDUCE);
+  agree(call, opts.reduceOp.op_, opts.rootRank, tensors);
   // Gloo's PREMUL_SUM scales the inputs first: off the root they stay the caller's, so they are copied.
   bool scaled_copy = gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM && getRank() != opts.rootRank;
   auto a = scaled_copy ? call.in(tensors, /*writable=*/true) : call.inout(tensors);
-  auto o = library_options(opts);
-  auto adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), a, "reduce", any_bool(tensors));
-  o.reduceOp = adapter.op;
-  if (getRank() == opts.rootRank) call.divide_outputs_by(adapter.divide_by);
+  auto o = reduction_options(opts, call, a, "reduce", any_bool(tensors), /*divides=*/getRank() == opts.rootRank);
   return track(call.run([&] { return library_->reduce(a, o); }));
 }
 
 Works MCCLBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                              const c10d::AllgatherOptions& opts) {
-  agree("all_gather", OpType::ALLGATHER, -1, -1, inputs);
   CollectiveCall call("all_gather", Movement::kData, getRank(), OpType::ALLGATHER);
+  agree(call, -1, -1, inputs);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
   return track(call.run([&] { return library_->allgather(out, in, library_options(opts)); }));
 }
 
 Works MCCLBackend::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
-  agree("all_gather_into_tensor", OpType::_ALLGATHER_BASE, -1, -1, input);
   CollectiveCall call("all_gather_into_tensor", Movement::kData, getRank(), OpType::_ALLGATHER_BASE);
+  agree(call, -1, -1, input);
   TORCH_CHECK(output.numel() == input.numel() * getSize(), "mccl all_gather_into_tensor: the output has ",
               output.numel(), " elements; it needs input.numel() * world_size = ", input.numel() * getSize());
   auto in = call.in(input);
@@ -204,8 +219,8 @@ Works MCCLBackend::_allgather_base(at::Tensor& output, at::Tensor& input, const 
 
 Works MCCLBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                        std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
-  agree("allgather_coalesced", OpType::ALLGATHER_COALESCED, -1, -1, inputs);
   CollectiveCall call("allgather_coalesced", Movement::kData, getRank(), OpType::ALLGATHER_COALESCED);
+  agree(call, -1, -1, inputs);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
   return track(call.run([&] { return library_->allgather_coalesced(out, in, library_options(opts)); }));
@@ -213,8 +228,8 @@ Works MCCLBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& out
 
 Works MCCLBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                    const c10d::AllgatherOptions& opts) {
-  agree("allgather_into_tensor_coalesced", OpType::COALESCED, -1, -1, inputs);
   CollectiveCall call("allgather_into_tensor_coalesced", Movement::kData, getRank(), OpType::COALESCED);
+  agree(call, -1, -1, inputs);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
   return track(call.run([&] { return library_->allgather_into_tensor_coalesced(out, in, library_options(opts)); }));
@@ -222,8 +237,8 @@ Works MCCLBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outp
 
 Works MCCLBackend::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                           const c10d::GatherOptions& opts) {
-  agree("gather", OpType::GATHER, -1, opts.rootRank, inputs);
   CollectiveCall call("gather", Movement::kData, getRank(), OpType::GATHER);
+  agree(call, -1, opts.rootRank, inputs);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
   return track(call.run([&] { return library_->gather(out, in, library_options(opts)); }));
@@ -231,8 +246,8 @@ Works MCCLBackend::gather(std::vector<std::vector<at::Tensor>>& outputs, std::ve
 
 Works MCCLBackend::scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                            const c10d::ScatterOptions& opts) {
-  agree("scatter", OpType::SCATTER, -1, opts.rootRank, outputs);
   CollectiveCall call("scatter", Movement::kData, getRank(), OpType::SCATTER);
+  agree(call, -1, opts.rootRank, outputs);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
   return track(call.run([&] { return library_->scatter(out, in, library_options(opts)); }));
@@ -240,53 +255,43 @@ Works MCCLBackend::scatter(std::vector<at::Tensor>& outputs, std::vector<std::ve
 
 Works MCCLBackend::reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                   const c10d::ReduceScatterOptions& opts) {
-  agree("reduce_scatter", OpType::REDUCE_SCATTER, opts.reduceOp.op_, -1, outputs);
   CollectiveCall call("reduce_scatter", Movement::kReduce, getRank(), OpType::REDUCE_SCATTER);
+  agree(call, opts.reduceOp.op_, -1, outputs);
   auto out = call.out(outputs);
   // Gloo's scaling for PREMUL_SUM must not touch the caller's inputs: they are staged.
   auto in = call.in(inputs, /*writable=*/gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);
-  auto o = library_options(opts);
   std::vector<at::Tensor> flat;
   for (auto& l : in) flat.insert(flat.end(), l.begin(), l.end());
-  auto adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), flat, "reduce_scatter", any_bool(outputs));
-  o.reduceOp = adapter.op;
-  call.divide_outputs_by(adapter.divide_by);
+  auto o = reduction_options(opts, call, flat, "reduce_scatter", any_bool(outputs));
   return track(call.run([&] { return library_->reduce_scatter(out, in, o); }));
 }
 
 Works MCCLBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  agree("reduce_scatter_tensor", OpType::_REDUCE_SCATTER_BASE, opts.reduceOp.op_, -1, output);
   CollectiveCall call("reduce_scatter_tensor", Movement::kReduce, getRank(), OpType::_REDUCE_SCATTER_BASE);
+  agree(call, opts.reduceOp.op_, -1, output);
   TORCH_CHECK(input.numel() == output.numel() * getSize(), "mccl reduce_scatter_tensor: the input has ",
               input.numel(), " elements; it needs output.numel() * world_size = ", output.numel() * getSize());
   auto out = call.out(output);
   auto in = call.in(input, /*writable=*/gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);
-  auto o = library_options(opts);
   std::vector<at::Tensor> flat{in};
-  auto adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), flat, "reduce_scatter_tensor",
-                              output.scalar_type() == at::kBool);
-  o.reduceOp = adapter.op;
-  call.divide_outputs_by(adapter.divide_by);
+  auto o = reduction_options(opts, call, flat, "reduce_scatter_tensor", output.scalar_type() == at::kBool);
   return track(call.run([&] { return library_->_reduce_scatter_base(out, in, o); }));
 }
 
 Works MCCLBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                    const c10d::ReduceScatterOptions& opts) {
-  agree("reduce_scatter_tensor_coalesced", OpType::COALESCED, opts.reduceOp.op_, -1, outputs);
   CollectiveCall call("reduce_scatter_tensor_coalesced", Movement::kReduce, getRank(), OpType::COALESCED);
+  agree(call, opts.reduceOp.op_, -1, outputs);
   auto out = call.out(outputs);
   auto in = call.in(inputs, /*writable=*/gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);
-  auto o = library_options(opts);
-  auto adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), in, "reduce_scatter_tensor_coalesced", any_bool(outputs));
-  o.reduceOp = adapter.op;
-  call.divide_outputs_by(adapter.divide_by);
+  auto o = reduction_options(opts, call, in, "reduce_scatter_tensor_coalesced", any_bool(outputs));
   return track(call.run([&] { return library_->reduce_scatter_tensor_coalesced(out, in, o); }));
 }
 
 Works MCCLBackend::alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
                                  std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
-  agree("all_to_all_single", OpType::ALLTOALL_BASE, -1, -1, input, /*sizes_may_differ=*/true);
   CollectiveCall call("all_to_all_single", Movement::kData, getRank(), OpType::ALLTOALL_BASE);
+  agree(call, -1, -1, input, /*sizes_may_differ=*/true);
   auto in = call.in(input);
   auto out = call.out(output);
   return track(call.run([&] { return library_->alltoall_base(out, in, output_split_sizes, input_split_sizes, library_options(opts)); }));
@@ -294,8 +299,8 @@ Works MCCLBackend::alltoall_base(at::Tensor& output, at::Tensor& input, std::vec
 
 Works MCCLBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                             const c10d::AllToAllOptions& opts) {
-  agree("all_to_all", OpType::ALLTOALL, -1, -1, inputs, /*sizes_may_differ=*/true);
   CollectiveCall call("all_to_all", Movement::kData, getRank(), OpType::ALLTOALL);
+  agree(call, -1, -1, inputs, /*sizes_may_differ=*/true);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
   return track(call.run([&] { return library_->alltoall(out, in, library_options(opts)); }));
@@ -320,8 +325,8 @@ Works MCCLBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
 }
 
 Works MCCLBackend::barrier(const c10d::BarrierOptions& opts) {
-  agree("barrier", OpType::BARRIER, -1, -1, {});
   CollectiveCall call("barrier", Movement::kData, getRank(), OpType::BARRIER);
+  agree(call, -1, -1, {});
   auto o = library_options(opts);
   if (o.device && o.device->type() == c10::DeviceType::PrivateUse1) {
     call.use_device(o.device->index());

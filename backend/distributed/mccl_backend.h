@@ -15,6 +15,8 @@
 
 namespace torch_musa::distributed {
 
+class CollectiveCall;
+
 class MCCLBackend : public c10d::Backend {
  public:
   // `checker` (may be null): a CPU backend over which ranks compare each
@@ -92,8 +94,15 @@ class MCCLBackend : public c10d::Backend {
   // What every rank must agree on before a collective runs: a mismatch would
   // make the library crash (Gloo), hang or silently mix data (NCCL).
   // `sizes_may_differ`: the op allows per-rank sizes (all_to_all).
-  void agree(const char* op, c10d::OpType kind, int64_t reduce_op, int64_t root, c10::ArrayRef<at::Tensor> tensors,
+  void agree(const CollectiveCall& call, int64_t reduce_op, int64_t root, c10::ArrayRef<at::Tensor> tensors,
              bool sizes_may_differ = false);
+
+  // The library's options for a reduction over `inputs`: asynchronous, with a
+  // reduce op the library has. `divides`: this rank's outputs hold the result
+  // (for reduce, the root's only), so an AVG done as a SUM divides them.
+  template <class Opts>
+  Opts reduction_options(const Opts& opts, CollectiveCall& call, std::vector<at::Tensor>& inputs, const char* op,
+                         bool bool_inputs, bool divides = true);
 
   c10::intrusive_ptr<c10d::Backend> library_;
   c10::intrusive_ptr<c10d::Backend> checker_;
