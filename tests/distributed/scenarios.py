@@ -305,6 +305,20 @@ def local(t, per_rank=4):
     return t[RANK * per_rank:(RANK + 1) * per_rank].to(dev())
 
 
+def train_like_reference(name, model, data, ref_losses, bound, inputs=local, across_ranks=True):
+    """SGD(lr=0.1) steps of `model` on `data` (this rank's share: `inputs`); records every step whose loss
+    (averaged over the ranks) is further than bound(reference) from the single-process loss."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for i, (x, y) in enumerate(data):
+        loss = nn.functional.mse_loss(model(inputs(x)).float(), inputs(y))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        got = mean_over_ranks(loss.item()) if across_ranks else loss.item()
+        if abs(got - ref_losses[i]) > bound(ref_losses[i]):
+            failures.append(f"{name} step {i}: loss {got} vs single-process {ref_losses[i]}")
+
+
 def mean_over_ranks(v):
     t = torch.tensor([v], device=dev())
     dist.all_reduce(t, op=dist.ReduceOp.AVG)
@@ -357,15 +371,7 @@ def scenario_ddp():
         if hook:
             model.register_comm_hook(hook[0], hook[1])
         model._set_ddp_runtime_logging_sample_rate(1)
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        for i, (x, y) in enumerate(data):
-            loss = nn.functional.mse_loss(model(local(x)), local(y))
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            got = mean_over_ranks(loss.item())
-            if abs(got - ref_losses[i]) > tol["atol"] + tol["rtol"] * abs(ref_losses[i]):
-                failures.append(f"ddp {name} step {i}: loss {got} vs single-process {ref_losses[i]}")
+        train_like_reference(f"ddp {name}", model, data, ref_losses, lambda r: tol["atol"] + tol["rtol"] * abs(r))
         check(f"ddp {name} final fc1.weight", model.module.fc1.weight.detach(), ref_model.fc1.weight.detach(), **tol)
         if name == "default":
             stats = model._get_ddp_logging_data()
@@ -444,16 +450,8 @@ def scenario_fsdp_tp():
         for m in (model.fc1, model.fc2):
             fully_shard(m, mesh=mesh, **kw)
         fully_shard(model, mesh=mesh, **kw)
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
         tol = 3e-2 if "bf16" in name else 1e-5
-        for i, (x, y) in enumerate(data):
-            loss = nn.functional.mse_loss(model(local(x)).float(), local(y))
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            got = mean_over_ranks(loss.item())
-            if abs(got - ref_losses[i]) > tol * max(1.0, abs(ref_losses[i])):
-                failures.append(f"{name} step {i}: loss {got} vs single-process {ref_losses[i]}")
+        train_like_reference(name, model, data, ref_losses, lambda r: tol * max(1.0, abs(r)))
         full = model.fc1.weight.detach().to(dev()).full_tensor()  # (offloaded parameters live on the cpu)
         check(f"{name} final fc1.weight", full, ref_model.fc1.weight.detach(), rtol=tol, atol=tol)
 
@@ -462,15 +460,7 @@ def scenario_fsdp_tp():
 
     torch.manual_seed(0)
     model = FSDP(Net(), device_id=dev(), use_orig_params=True)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for i, (x, y) in enumerate(data):
-        loss = nn.functional.mse_loss(model(local(x)), local(y))
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        got = mean_over_ranks(loss.item())
-        if abs(got - ref_losses[i]) > 1e-5:
-            failures.append(f"fsdp1 step {i}: loss {got} vs single-process {ref_losses[i]}")
+    train_like_reference("fsdp1", model, data, ref_losses, lambda r: 1e-5)
 
     # DTensor
     t = torch.arange(4.0 * WORLD * 2).view(4 * WORLD, 2)
@@ -483,15 +473,9 @@ def scenario_fsdp_tp():
     # tensor parallel MLP: fc1 column-wise, fc2 row-wise; same batch on every rank
     torch.manual_seed(0)
     model = parallelize_module(Net().to(dev()), mesh, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
     full_losses, full_model = reference_losses(Net, [(x[:4], y[:4]) for x, y in data])
-    for i, (x, y) in enumerate(data):
-        loss = nn.functional.mse_loss(model(x[:4].to(dev())), y[:4].to(dev()))
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        if abs(loss.item() - full_losses[i]) > 1e-5:
-            failures.append(f"tensor parallel step {i}: loss {loss.item()} vs single-process {full_losses[i]}")
+    train_like_reference("tensor parallel", model, data, full_losses, lambda r: 1e-5,
+                         inputs=lambda t: t[:4].to(dev()), across_ranks=False)
     check("tensor parallel final fc2.weight", model.fc2.weight.full_tensor().detach(),
           full_model.fc2.weight.detach(), rtol=1e-5, atol=1e-6)
 
