@@ -12,7 +12,7 @@
 //   there; nothing synchronizes implicitly with the legacy stream.
 // - Virtual memory uses the CUDA driver API, reached through
 //   cudaGetDriverEntryPoint*, so this library never links libcuda itself.
-// - Capture uses cudaStreamCaptureModeGlobal, torch.cuda.graph's default.
+// - Capture maps musaStreamCaptureMode onto cudaStreamCaptureMode (global by default).
 // - Tasks (musaLaunchTask) run on a CUDA callback thread and, like any
 //   cudaLaunchHostFunc callback, must not call into the MUSA/CUDA runtime.
 #include "driver.h"
@@ -62,9 +62,9 @@ musaError_t mapError(cudaError_t e) {
     case cudaErrorInitializationError:
     case cudaErrorInsufficientDriver: return musaErrorInitializationError;
     case cudaErrorStreamCaptureUnsupported: return musaErrorStreamCaptureUnsupported;
+    case cudaErrorStreamCaptureUnjoined: return musaErrorStreamCaptureUnjoined;
     case cudaErrorStreamCaptureInvalidated:
     case cudaErrorStreamCaptureMerge:
-    case cudaErrorStreamCaptureUnjoined:
     case cudaErrorStreamCaptureIsolation: return musaErrorStreamCaptureInvalidated;
     case cudaErrorStreamCaptureUnmatched:
     case cudaErrorStreamCaptureWrongThread: return musaErrorStreamCaptureUnmatched;
@@ -273,6 +273,14 @@ struct CudaGraph final : MUgraph_st {
     if (cudaGraphGetNodes(graph, nullptr, &n) == cudaSuccess) return n;
     (void)cudaGetLastError();
     return 0;
+  }
+  musaError_t debugDump(const char* path) const override {
+    cudaError_t e = cudaGraphDebugDotPrint(graph, path, cudaGraphDebugDotFlagsVerbose);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      return fail(musaErrorInvalidValue, std::string("cudaGraphDebugDotPrint(") + path + "): " + cudaGetErrorString(e));
+    }
+    return musaSuccess;
   }
 };
 
@@ -623,11 +631,14 @@ class CudaDriver final : public Driver {
   }
 
   // ---- capture and graphs ----
-  musaError_t beginCapture(MUstream_st* s) override {
+  musaError_t beginCapture(MUstream_st* s, musaStreamCaptureMode mode) override {
     if (s->capture)
       return fail(musaErrorStreamCaptureUnsupported, "the stream is already capturing; end that capture first");
     GUARD(s->device);
-    CUDA_TRY(cudaStreamBeginCapture(nat(s), cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture", s->device);
+    cudaStreamCaptureMode cm = mode == musaStreamCaptureModeRelaxed       ? cudaStreamCaptureModeRelaxed
+                               : mode == musaStreamCaptureModeThreadLocal ? cudaStreamCaptureModeThreadLocal
+                                                                          : cudaStreamCaptureModeGlobal;
+    CUDA_TRY(cudaStreamBeginCapture(nat(s), cm), "cudaStreamBeginCapture", s->device);
     auto* c = new Capture();
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     if (cudaStreamGetCaptureInfo(nat(s), &cs, &c->id) != cudaSuccess) (void)cudaGetLastError();

@@ -27,12 +27,14 @@ struct MUevent_st {
   void* native = nullptr;
   bool recorded = false;
   double time_ms = 0;  // host driver: when the event's work completed
+  void* capture = nullptr;  // host driver: the capture it was last recorded in, if any
 };
 
 // Graphs are driver-specific; drivers derive from these.
 struct MUgraph_st {
   virtual ~MUgraph_st() = default;
   virtual size_t nodeCount() const = 0;
+  virtual musaError_t debugDump(const char* path) const = 0;
 };
 struct MUgraphExec_st {
   virtual ~MUgraphExec_st() = default;
@@ -86,7 +88,7 @@ class Driver {
   virtual musaError_t eventSynchronize(MUevent_st* e) = 0;
   virtual musaError_t eventElapsed(float* ms, MUevent_st* a, MUevent_st* b) = 0;
 
-  virtual musaError_t beginCapture(MUstream_st* s) = 0;
+  virtual musaError_t beginCapture(MUstream_st* s, musaStreamCaptureMode mode) = 0;
   virtual musaError_t endCapture(MUstream_st* s, MUgraph_st** graph) = 0;
   virtual musaError_t isCapturing(MUstream_st* s, musaStreamCaptureStatus* status) = 0;
   virtual musaError_t graphInstantiate(MUgraphExec_st** exec, MUgraph_st* graph) = 0;

@@ -17,11 +17,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -57,17 +59,41 @@ struct Task {
 struct HostGraph : MUgraph_st {
   std::vector<Task> tasks;
   size_t nodeCount() const override { return tasks.size(); }
+  musaError_t debugDump(const char* path) const override {
+    FILE* f = std::fopen(path, "w");
+    if (!f) return fail(musaErrorInvalidValue, std::string("musaGraphDebugDotPrint: cannot write ") + path + ": " + strerror(errno));
+    std::fprintf(f, "digraph musa_graph {\n  rankdir=TB;\n");
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      std::fprintf(f, "  n%zu [shape=box label=\"%zu: %s\"];\n", i, i, tasks[i].name.c_str());
+      if (i) std::fprintf(f, "  n%zu -> n%zu;\n", i - 1, i);
+    }
+    std::fprintf(f, "}\n");
+    std::fclose(f);
+    return musaSuccess;
+  }
 };
 
 struct HostGraphExec : MUgraphExec_st {
   std::vector<Task> tasks;
 };
 
+// One capture: begun on `origin`, joined by the streams that waited on an
+// event recorded in it. Work runs inline, so the graph's task order (launch
+// order across all member streams) already honours every dependency.
 struct Capture {
   HostGraph* graph;
+  MUstream_st* origin;
+  musaStreamCaptureMode mode;
+  std::thread::id thread;
   bool invalidated = false;
+  std::string why;  // what invalidated it
+  struct Member {
+    size_t tasks = 0;   // tasks launched on the stream in this capture
+    size_t joined = 0;  // of those, how many the capture has waited for
+  };
+  std::map<MUstream_st*, Member> members;
+  std::map<MUevent_st*, std::pair<MUstream_st*, size_t>> events;  // event -> (stream, tasks at record)
 };
-
 struct PhysicalMemory {
   int fd;
   size_t offset;  // within fd
@@ -114,12 +140,7 @@ class HostDriver final : public Driver {
 
   musaError_t setDevice(int) override { return musaSuccess; }
   musaError_t deviceSynchronize(int) override {
-    std::lock_guard<std::mutex> g(mu_);
-    if (active_captures_ > 0)
-      return fail(musaErrorStreamCaptureUnsupported,
-                  "device synchronization is not permitted while a stream is capturing; "
-                  "end the capture first");
-    return musaSuccess;
+    return prohibited(nullptr, "device synchronization (torch.musa.synchronize())", /*conflicts=*/true);
   }
   void priorityRange(int* least, int* greatest) override {
     *least = 0;
@@ -231,10 +252,14 @@ class HostDriver final : public Driver {
   }
 
   musaError_t memcpy(void* dst, const void* src, size_t n, musaMemcpyKind, MUstream_st* s) override {
+    if (!s)
+      if (auto e = prohibited(nullptr, "a blocking copy (musaMemcpy; e.g. .item() or .cpu())", false)) return e;
     return run(s, [=] { std::memmove(dst, src, n); }, "memcpy");
   }
 
   musaError_t memset(void* dst, int value, size_t n, MUstream_st* s) override {
+    if (!s)
+      if (auto e = prohibited(nullptr, "a blocking memset (musaMemset)", false)) return e;
     return run(s, [=] { std::memset(dst, value, n); }, "memset");
   }
 
@@ -423,20 +448,33 @@ class HostDriver final : public Driver {
     return musaSuccess;
   }
   musaError_t streamQuery(MUstream_st* s) override {
-    if (s->capture) return fail(musaErrorStreamCaptureUnsupported, "cannot query a capturing stream; end the capture first");
-    return musaSuccess;
+    return prohibited(s, "querying a stream (stream.query())", false);
   }
   musaError_t streamSynchronize(MUstream_st* s) override {
-    if (s->capture) {
+    return prohibited(s, "stream synchronization (stream.synchronize())", false);
+  }
+  musaError_t streamWaitEvent(MUstream_st* s, MUevent_st* e) override {
+    // Inline execution: the event's work is already done. What remains is
+    // the capture bookkeeping: waiting on an event recorded in a capture
+    // joins that capture (a fork), or marks a member's work as joined.
+    std::lock_guard<std::mutex> g(mu_);
+    auto* c = static_cast<Capture*>(e->capture);
+    if (!c || !is_active(c)) return musaSuccess;
+    auto rec = c->events.find(e);
+    if (s->capture && s->capture != c) {
       static_cast<Capture*>(s->capture)->invalidated = true;
-      return fail(musaErrorStreamCaptureUnsupported,
-                  "stream synchronization is not permitted while the stream is capturing; "
-                  "the capture is now invalidated");
+      return fail(musaErrorStreamCaptureInvalidated,
+                  "a stream capturing one graph waited on an event of another capture; captures cannot be merged");
+    }
+    if (!s->capture) {
+      s->capture = c;
+      c->members[s];
+    }
+    if (rec != c->events.end() && rec->second.first != s) {
+      auto& m = c->members[rec->second.first];
+      m.joined = std::max(m.joined, rec->second.second);
     }
     return musaSuccess;
-  }
-  musaError_t streamWaitEvent(MUstream_st*, MUevent_st*) override {
-    return musaSuccess;  // inline execution: the event's work is already done
   }
 
   musaError_t launchTask(MUstream_st* s, std::function<void()> task, const char* name) override {
@@ -445,52 +483,79 @@ class HostDriver final : public Driver {
 
   // ---- events ----
   musaError_t eventCreate(MUevent_st*) override { return musaSuccess; }
-  musaError_t eventDestroy(MUevent_st*) override { return musaSuccess; }
+  musaError_t eventDestroy(MUevent_st* e) override {
+    std::lock_guard<std::mutex> g(mu_);
+    for (Capture* c : active_) c->events.erase(e);
+    return musaSuccess;
+  }
   musaError_t eventRecord(MUevent_st* e, MUstream_st* s) override {
     if (s->capture) {
+      std::lock_guard<std::mutex> g(mu_);
       auto* c = static_cast<Capture*>(s->capture);
       c->graph->tasks.push_back({[e] { e->time_ms = nowMs(); e->recorded = true; }, "event_record"});
+      c->events[e] = {s, c->members[s].tasks};
+      e->capture = c;
       return musaSuccess;
     }
+    e->capture = nullptr;
     e->time_ms = nowMs();
     e->recorded = true;
     return musaSuccess;
   }
-  musaError_t eventQuery(MUevent_st*) override { return musaSuccess; }
-  musaError_t eventSynchronize(MUevent_st*) override { return musaSuccess; }
+  musaError_t eventQuery(MUevent_st* e) override {
+    if (auto err = captured_event(e, "musaEventQuery")) return err;
+    return prohibited(nullptr, "querying an event (event.query())", false);
+  }
+  musaError_t eventSynchronize(MUevent_st* e) override {
+    if (auto err = captured_event(e, "musaEventSynchronize")) return err;
+    return prohibited(nullptr, "event synchronization (event.synchronize())", false);
+  }
   musaError_t eventElapsed(float* ms, MUevent_st* a, MUevent_st* b) override {
     *ms = static_cast<float>(b->time_ms - a->time_ms);
     return musaSuccess;
   }
 
   // ---- capture ----
-  musaError_t beginCapture(MUstream_st* s) override {
+  musaError_t beginCapture(MUstream_st* s, musaStreamCaptureMode mode) override {
     if (s->capture) return fail(musaErrorStreamCaptureUnsupported, "the stream is already capturing");
-    s->capture = new Capture{new HostGraph()};
+    auto* c = new Capture{new HostGraph(), s, mode, std::this_thread::get_id()};
+    c->members[s];
     std::lock_guard<std::mutex> g(mu_);
-    active_captures_++;
+    s->capture = c;
+    active_.push_back(c);
     return musaSuccess;
   }
   musaError_t endCapture(MUstream_st* s, MUgraph_st** graph) override {
-    if (!s->capture) return fail(musaErrorStreamCaptureUnmatched, "the stream is not capturing");
+    *graph = nullptr;
+    std::unique_lock<std::mutex> g(mu_);
     auto* c = static_cast<Capture*>(s->capture);
-    s->capture = nullptr;
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      active_captures_--;
-    }
-    bool bad = c->invalidated;
-    HostGraph* hg = c->graph;
-    delete c;
-    if (bad) {
-      delete hg;
-      *graph = nullptr;
-      return fail(musaErrorStreamCaptureInvalidated, "the capture was invalidated by an operation not permitted during capture");
-    }
-    *graph = hg;
+    if (!c) return fail(musaErrorStreamCaptureUnmatched, "the stream is not capturing");
+    if (c->origin != s)
+      return fail(musaErrorStreamCaptureUnmatched,
+                  "the capture must end on the stream it began on, not on a stream that joined it");
+    std::string unjoined;
+    for (auto& [m, st] : c->members)
+      if (m != s && st.tasks > st.joined) unjoined = "a side stream";
+    for (auto& [m, st] : c->members) m->capture = nullptr;
+    active_.erase(std::find(active_.begin(), active_.end(), c));
+    for (auto& [e, rec] : c->events)
+      if (e->capture == c) e->capture = nullptr;
+    g.unlock();
+    std::unique_ptr<Capture> owned(c);
+    std::unique_ptr<HostGraph> hg(c->graph);
+    if (c->invalidated)
+      return fail(musaErrorStreamCaptureInvalidated,
+                  "the capture was invalidated by " + (c->why.empty() ? std::string("an operation not permitted during capture") : c->why) +
+                      "; nothing was recorded");
+    if (!unjoined.empty())
+      return fail(musaErrorStreamCaptureUnjoined,
+                  "work captured on " + unjoined + " was not joined back into the capturing stream; make the capturing "
+                  "stream wait for it (capture_stream.wait_stream(side_stream)) before ending the capture");
+    *graph = hg.release();
     return musaSuccess;
   }
   musaError_t isCapturing(MUstream_st* s, musaStreamCaptureStatus* st) override {
+    std::lock_guard<std::mutex> g(mu_);
     *st = !s->capture ? musaStreamCaptureStatusNone
                       : (static_cast<Capture*>(s->capture)->invalidated ? musaStreamCaptureStatusInvalidated
                                                                          : musaStreamCaptureStatusActive);
@@ -514,11 +579,55 @@ class HostDriver final : public Driver {
   // stream means a blocking call (musaMemcpy, musaMemset): it runs at once.
   musaError_t run(MUstream_st* s, std::function<void()> fn, const char* name) {
     if (s && s->capture) {
-      static_cast<Capture*>(s->capture)->graph->tasks.push_back({std::move(fn), name});
+      std::lock_guard<std::mutex> g(mu_);
+      auto* c = static_cast<Capture*>(s->capture);
+      c->graph->tasks.push_back({std::move(fn), name});
+      c->members[s].tasks++;
       return musaSuccess;
     }
     fn();
     return musaSuccess;
+  }
+
+  bool is_active(Capture* c) const { return std::find(active_.begin(), active_.end(), c) != active_.end(); }
+
+  // Whether `what` may run now. It always conflicts with a capture of `s`
+  // (the stream itself) and, when `conflicts`, with any capture this thread
+  // runs; otherwise the captures' modes decide: global forbids it from any
+  // thread, thread_local from the capturing thread, relaxed never. A capture
+  // of this thread that forbids the call is invalidated, as CUDA does.
+  musaError_t prohibited(MUstream_st* s, const char* what, bool conflicts) {
+    std::lock_guard<std::mutex> g(mu_);
+    auto me = std::this_thread::get_id();
+    for (Capture* c : active_) {
+      bool mine = c->thread == me;
+      bool on_stream = s && s->capture == c;
+      bool forbids = on_stream || (conflicts && mine) || c->mode == musaStreamCaptureModeGlobal ||
+                     (c->mode == musaStreamCaptureModeThreadLocal && mine);
+      if (!forbids) continue;
+      if (mine || on_stream) {
+        c->invalidated = true;
+        if (c->why.empty()) c->why = what;
+      }
+      return fail(musaErrorStreamCaptureUnsupported,
+                  std::string(what) + " is not permitted while a stream is capturing" +
+                      (mine || on_stream ? "; the capture is now invalidated (end it, then capture again without it)"
+                                         : " in global mode on another thread; wait for the capture to end, "
+                                           "or capture with capture_error_mode='thread_local' or 'relaxed'"));
+    }
+    return musaSuccess;
+  }
+
+  // Events last recorded in a capture have no completion to query or wait for.
+  musaError_t captured_event(MUevent_st* e, const char* call) {
+    std::lock_guard<std::mutex> g(mu_);
+    auto* c = static_cast<Capture*>(e->capture);
+    if (!c || !is_active(c)) return musaSuccess;
+    c->invalidated = true;
+    if (c->why.empty()) c->why = std::string(call) + " on an event recorded in the capture";
+    return fail(musaErrorCapturedEvent, std::string(call) +
+                                            ": the event was last recorded in a capturing stream; the capture is "
+                                            "now invalidated (wait on it with stream.wait_event instead)");
   }
 
   struct Range {
@@ -535,7 +644,7 @@ class HostDriver final : public Driver {
   std::map<uintptr_t, Range> mappings_;
   std::map<musaMemGenericAllocationHandle_t, PhysicalMemory> physical_;
   musaMemGenericAllocationHandle_t next_handle_ = 0;
-  int active_captures_ = 0;
+  std::vector<Capture*> active_;  // guarded by mu_
 };
 
 }  // namespace

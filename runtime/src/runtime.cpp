@@ -203,7 +203,7 @@ const char* musaGetErrorName(musaError_t e) {
     N(musaErrorInitializationError) N(musaErrorInvalidDevice) N(musaErrorNoDevice)
     N(musaErrorInvalidResourceHandle) N(musaErrorNotReady) N(musaErrorNotSupported)
     N(musaErrorStreamCaptureUnsupported) N(musaErrorStreamCaptureInvalidated)
-    N(musaErrorStreamCaptureUnmatched) N(musaErrorStreamCaptureImplicit)
+    N(musaErrorStreamCaptureUnmatched) N(musaErrorStreamCaptureUnjoined) N(musaErrorStreamCaptureImplicit)
     N(musaErrorCapturedEvent) N(musaErrorUnknown)
 #undef N
   }
@@ -224,6 +224,7 @@ const char* musaGetErrorString(musaError_t e) {
     case musaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
     case musaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
     case musaErrorStreamCaptureUnmatched: return "capture was not initiated in this stream";
+    case musaErrorStreamCaptureUnjoined: return "capturing stream has unjoined work";
     case musaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
     case musaErrorCapturedEvent: return "operation not permitted on an event last recorded in a capturing stream";
     case musaErrorUnknown: return "unknown error";
@@ -585,12 +586,18 @@ musaError_t musaEventElapsedTime(float* ms, musaEvent_t a, musaEvent_t b) {
 }
 
 musaError_t musaStreamBeginCapture(musaStream_t stream) {
+  return musaStreamBeginCaptureWithMode(stream, musaStreamCaptureModeGlobal);
+}
+
+musaError_t musaStreamBeginCaptureWithMode(musaStream_t stream, musaStreamCaptureMode mode) {
+  if (mode < musaStreamCaptureModeGlobal || mode > musaStreamCaptureModeRelaxed)
+    return fail(musaErrorInvalidValue, "musaStreamBeginCaptureWithMode: mode must be global, thread_local or relaxed");
   if (!stream) return fail(musaErrorStreamCaptureUnsupported, "the default (legacy) stream cannot be captured; capture on a side stream");
   MUSA_DRIVER_OR_FAIL();
   if (stream->is_default)
     return fail(musaErrorStreamCaptureUnsupported,
                 "the default stream cannot be captured; capture on a side stream");
-  return record(drv.beginCapture(stream));
+  return record(drv.beginCapture(stream, mode));
 }
 
 musaError_t musaStreamEndCapture(musaStream_t stream, musaGraph_t* graph) {
@@ -623,6 +630,11 @@ musaError_t musaGraphGetNodeCount(musaGraph_t graph, size_t* count) {
   if (!graph || !count) return fail(musaErrorInvalidValue, "null argument");
   *count = graph->nodeCount();
   return musaSuccess;
+}
+
+musaError_t musaGraphDebugDotPrint(musaGraph_t graph, const char* path) {
+  if (!graph || !path) return fail(musaErrorInvalidValue, "musaGraphDebugDotPrint: null argument");
+  return record(graph->debugDump(path));
 }
 
 musaError_t musaGraphDestroy(musaGraph_t graph) {

@@ -1,6 +1,11 @@
 // Stream capture into graphs, and graph replay.
 #include "test_support.h"
 
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
 #include <cstdint>
 #include <vector>
 
@@ -131,7 +136,8 @@ TEST_F(CaptureTest, OtherStreamsRunNormallyDuringCapture) {
   musaStream_t other = nullptr;
   ASSERT_MUSA(musaStreamCreate(&other));
   int captured = 0, direct = 0;
-  ASSERT_MUSA(musaStreamBeginCapture(s_));
+  // Relaxed: waiting for an unrelated stream is allowed (global mode forbids it).
+  ASSERT_MUSA(musaStreamBeginCaptureWithMode(s_, musaStreamCaptureModeRelaxed));
   ASSERT_MUSA(musaLaunchTask(s_, [&captured] { ++captured; }, "captured"));
   ASSERT_MUSA(musaLaunchTask(other, [&direct] { ++direct; }, "direct"));
   ASSERT_MUSA(musaStreamSynchronize(other));
@@ -226,8 +232,11 @@ TEST_F(CaptureTest, OtherForbiddenCallsDuringCapture) {
   EXPECT_EQ(musaStreamDestroy(s_), musaErrorStreamCaptureUnsupported);
   EXPECT_EQ(musaStreamBeginCapture(s_), musaErrorStreamCaptureUnsupported) << "nested begin accepted";
   musaGraph_t graph = nullptr;
-  ASSERT_MUSA(musaStreamEndCapture(s_, &graph));
-  ASSERT_MUSA(musaGraphDestroy(graph));
+  EXPECT_EQ(musaStreamEndCapture(s_, &graph), musaErrorStreamCaptureInvalidated)
+      << "the forbidden calls must invalidate the capture";
+  EXPECT_NE(std::string(musaGetLastErrorMessage()).find("querying a stream"), std::string::npos)
+      << musaGetLastErrorMessage();
+  EXPECT_EQ(graph, nullptr);
   EXPECT_MUSA(musaDeviceSynchronize());
   EXPECT_EQ(musaStreamQuery(s_), musaSuccess);
 }
@@ -292,3 +301,96 @@ TEST_F(CaptureTest, TwoStreamsCaptureIndependently) {
 }
 
 }  // namespace
+
+// CUDA's capture modes: which thread's unsafe calls a capture forbids.
+TEST_F(CaptureTest, CaptureModesDecideWhoMayMakeUnsafeCalls) {
+  musaStream_t other = nullptr;
+  ASSERT_MUSA(musaStreamCreate(&other));
+  uint8_t* d = nullptr;
+  ASSERT_MUSA(musaMalloc(reinterpret_cast<void**>(&d), 16));
+  uint8_t host[16] = {};
+  for (auto mode : {musaStreamCaptureModeGlobal, musaStreamCaptureModeThreadLocal, musaStreamCaptureModeRelaxed}) {
+    SCOPED_TRACE(mode);
+    ASSERT_MUSA(musaStreamBeginCaptureWithMode(s_, mode));
+    musaError_t here = musaMemcpy(host, d, 16, musaMemcpyDeviceToHost);  // a blocking copy on this thread
+    musaError_t there = musaSuccess;
+    std::thread([&] { there = musaStreamSynchronize(other); }).join();
+    EXPECT_EQ(here, mode == musaStreamCaptureModeRelaxed ? musaSuccess : musaErrorStreamCaptureUnsupported);
+    EXPECT_EQ(there, mode == musaStreamCaptureModeGlobal ? musaErrorStreamCaptureUnsupported : musaSuccess);
+    // Syncing the capturing stream itself conflicts in every mode.
+    EXPECT_EQ(musaStreamSynchronize(s_), musaErrorStreamCaptureUnsupported);
+    musaGraph_t graph = nullptr;
+    EXPECT_EQ(musaStreamEndCapture(s_, &graph), musaErrorStreamCaptureInvalidated);
+  }
+  EXPECT_EQ(musaStreamBeginCaptureWithMode(s_, static_cast<musaStreamCaptureMode>(7)), musaErrorInvalidValue);
+  ASSERT_MUSA(musaFree(d));
+  ASSERT_MUSA(musaStreamDestroy(other));
+}
+
+// A side stream that waits on an event recorded in the capture joins it; its
+// work lands in the same graph and must be joined back before the end.
+TEST_F(CaptureTest, ForkedStreamsJoinTheCapture) {
+  musaStream_t side = nullptr;
+  ASSERT_MUSA(musaStreamCreate(&side));
+  musaEvent_t fork = nullptr, join = nullptr;
+  ASSERT_MUSA(musaEventCreate(&fork));
+  ASSERT_MUSA(musaEventCreate(&join));
+  std::vector<int> order;
+  ASSERT_MUSA(musaStreamBeginCapture(s_));
+  ASSERT_MUSA(musaLaunchTask(s_, [&order] { order.push_back(1); }, "main1"));
+  ASSERT_MUSA(musaEventRecord(fork, s_));
+  ASSERT_MUSA(musaStreamWaitEvent(side, fork, 0));
+  EXPECT_EQ(Status(side), musaStreamCaptureStatusActive) << "the side stream did not join";
+  ASSERT_MUSA(musaLaunchTask(side, [&order] { order.push_back(2); }, "side"));
+  EXPECT_TRUE(order.empty()) << "side-stream work ran during capture";
+  EXPECT_EQ(musaEventQuery(fork), musaErrorCapturedEvent);
+  ASSERT_MUSA(musaEventRecord(join, side));
+  ASSERT_MUSA(musaStreamWaitEvent(s_, join, 0));
+  ASSERT_MUSA(musaLaunchTask(s_, [&order] { order.push_back(3); }, "main2"));
+  musaGraph_t graph = nullptr;
+  // The event query above invalidated that capture; capture again without it.
+  EXPECT_EQ(musaStreamEndCapture(s_, &graph), musaErrorStreamCaptureInvalidated);
+  EXPECT_EQ(Status(side), musaStreamCaptureStatusNone) << "ending the capture must release joined streams";
+
+  ASSERT_MUSA(musaStreamBeginCapture(s_));
+  ASSERT_MUSA(musaLaunchTask(s_, [&order] { order.push_back(1); }, "main1"));
+  ASSERT_MUSA(musaEventRecord(fork, s_));
+  ASSERT_MUSA(musaStreamWaitEvent(side, fork, 0));
+  ASSERT_MUSA(musaLaunchTask(side, [&order] { order.push_back(2); }, "side"));
+  ASSERT_MUSA(musaEventRecord(join, side));
+  ASSERT_MUSA(musaStreamWaitEvent(s_, join, 0));
+  ASSERT_MUSA(musaLaunchTask(s_, [&order] { order.push_back(3); }, "main2"));
+  EXPECT_EQ(musaStreamEndCapture(side, &graph), musaErrorStreamCaptureUnmatched) << "ended on a joined stream";
+  ASSERT_MUSA(musaStreamEndCapture(s_, &graph));
+  size_t nodes = 0;
+  ASSERT_MUSA(musaGraphGetNodeCount(graph, &nodes));
+  EXPECT_EQ(nodes, 5u);
+  musaGraphExec_t exec = nullptr;
+  ASSERT_MUSA(musaGraphInstantiate(&exec, graph));
+  ASSERT_MUSA(musaGraphLaunch(exec, s_));
+  ASSERT_MUSA(musaGraphLaunch(exec, s_));
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3, 1, 2, 3}));
+  std::string dot = ::testing::TempDir() + "musa_graph.dot";
+  ASSERT_MUSA(musaGraphDebugDotPrint(graph, dot.c_str()));
+  FILE* f = std::fopen(dot.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  char buf[4096] = {};
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  EXPECT_NE(std::string(buf, n).find("side"), std::string::npos) << std::string(buf, n);
+  ASSERT_MUSA(musaGraphExecDestroy(exec));
+  ASSERT_MUSA(musaGraphDestroy(graph));
+
+  // Side-stream work the capture never waited for is an error, as in CUDA.
+  ASSERT_MUSA(musaStreamBeginCapture(s_));
+  ASSERT_MUSA(musaEventRecord(fork, s_));
+  ASSERT_MUSA(musaStreamWaitEvent(side, fork, 0));
+  ASSERT_MUSA(musaLaunchTask(side, [&order] { order.push_back(9); }, "unjoined"));
+  EXPECT_EQ(musaStreamEndCapture(s_, &graph), musaErrorStreamCaptureUnjoined);
+  EXPECT_NE(std::string(musaGetLastErrorMessage()).find("wait_stream"), std::string::npos) << musaGetLastErrorMessage();
+  EXPECT_EQ(Status(side), musaStreamCaptureStatusNone);
+  EXPECT_EQ(order.size(), 6u);
+  ASSERT_MUSA(musaEventDestroy(fork));
+  ASSERT_MUSA(musaEventDestroy(join));
+  ASSERT_MUSA(musaStreamDestroy(side));
+}

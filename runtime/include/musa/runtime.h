@@ -22,6 +22,7 @@ enum musaError_t : int {
   musaErrorStreamCaptureUnsupported = 900,
   musaErrorStreamCaptureInvalidated = 901,
   musaErrorStreamCaptureUnmatched = 903,
+  musaErrorStreamCaptureUnjoined = 904,
   musaErrorStreamCaptureImplicit = 906,
   musaErrorCapturedEvent = 907,
   musaErrorUnknown = 999,
@@ -33,6 +34,16 @@ enum musaMemcpyKind : int {
   musaMemcpyDeviceToHost = 2,
   musaMemcpyDeviceToDevice = 3,
   musaMemcpyDefault = 4,
+};
+
+// Which calls a capture forbids (CUDA's cudaStreamCaptureMode): Global, any
+// thread's potentially unsafe call (synchronizing, querying, blocking copies);
+// ThreadLocal, those of the capturing thread; Relaxed, only calls that
+// conflict with the capture itself (syncing the capturing stream).
+enum musaStreamCaptureMode : int {
+  musaStreamCaptureModeGlobal = 0,
+  musaStreamCaptureModeThreadLocal = 1,
+  musaStreamCaptureModeRelaxed = 2,
 };
 
 enum musaStreamCaptureStatus : int {
@@ -161,12 +172,15 @@ musaError_t musaEventSynchronize(musaEvent_t event);
 musaError_t musaEventElapsedTime(float* ms, musaEvent_t start, musaEvent_t end);
 
 // ---- stream capture and graphs ----
-musaError_t musaStreamBeginCapture(musaStream_t stream);
+musaError_t musaStreamBeginCapture(musaStream_t stream);  // global mode
+musaError_t musaStreamBeginCaptureWithMode(musaStream_t stream, musaStreamCaptureMode mode);
 musaError_t musaStreamEndCapture(musaStream_t stream, musaGraph_t* graph);
 musaError_t musaStreamIsCapturing(musaStream_t stream, musaStreamCaptureStatus* status);
 musaError_t musaGraphInstantiate(musaGraphExec_t* exec, musaGraph_t graph);
 musaError_t musaGraphLaunch(musaGraphExec_t exec, musaStream_t stream);
 musaError_t musaGraphGetNodeCount(musaGraph_t graph, size_t* count);
+// Writes the graph as a Graphviz dot file (one node per captured task or kernel).
+musaError_t musaGraphDebugDotPrint(musaGraph_t graph, const char* path);
 musaError_t musaGraphDestroy(musaGraph_t graph);
 musaError_t musaGraphExecDestroy(musaGraphExec_t exec);
 
