@@ -10,3 +10,10 @@
 #if !TORCH_MUSA_TORCH_AT_LEAST(2, 11)
 #error "torch_musa supports torch 2.11 to 2.13; this torch is older. Install torch==2.11.* or newer."
 #endif
+
+// ATen's backend-neutral graph interface (torch.accelerator.Graph) exists from 2.12.
+#define TORCH_MUSA_HAS_GRAPH_IMPL_INTERFACE TORCH_MUSA_TORCH_AT_LEAST(2, 12)
+// Until 2.14 a CUDA graph's random kernels need their generator registered
+// with the graph before capture (at::cuda::CUDAGraph::register_generator_state
+// by generator); from 2.14 a generator registers itself when first used in a capture.
+#define TORCH_MUSA_CUDA_GRAPH_REGISTERS_GENERATORS (!TORCH_MUSA_TORCH_AT_LEAST(2, 14))

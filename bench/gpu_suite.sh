@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build torch_musa with the cuda driver, run the test suite
 # on the GPU (TORCH_MUSA_DRIVER=cuda), then the benchmarks. Logs go to $OUT.
-#   bash bench/gpu_suite.sh [build|tests|dist|bench|opinfo|overhead|alloc|vmm|all]...
+#   bash bench/gpu_suite.sh [build|tests|dist|graphs|bench|opinfo|overhead|alloc|vmm|all]...
 set -u
 OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
@@ -44,6 +44,13 @@ if has dist; then
   summary+=("distributed (cuda driver, world 1): $(tail -1 "$OUT/dist.log") ($((SECONDS - t0)) s)")
   TORCH_MUSA_DIST_DRIVER=cuda NCCL_NVLS_ENABLE=0 timeout ${DIST_BENCH_TIMEOUT:-200} \
     python3 bench/dist_bench.py ${DIST_BENCH_ARGS:---rounds 3 --max-mib 256} 2>&1 | tee "$OUT/dist_bench.log" | tail -30
+fi
+if has graphs; then
+  # MUSA Graph on the cuda driver: the graph tests, then replay/eager against native torch.cuda graphs.
+  t0=$SECONDS
+  timeout ${GRAPHS_TIMEOUT:-400} python3 -m pytest tests/graphs -q -rs -p no:cacheprovider --timeout=300 >"$OUT/graphs.log" 2>&1
+  summary+=("graphs (cuda driver): $(tail -1 "$OUT/graphs.log") ($((SECONDS - t0)) s)")
+  timeout ${GRAPH_BENCH_TIMEOUT:-300} python3 bench/graph_bench.py ${GRAPH_BENCH_ARGS:---rounds 3} 2>&1 | tee "$OUT/graph_bench.log" | tail -12
 fi
 if has opinfo; then
   t0=$SECONDS

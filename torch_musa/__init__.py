@@ -72,6 +72,8 @@ from ._device import (  # noqa: E402
     get_driver_name,
 )
 from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: E402
+from .graphs import MUSAGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables  # noqa: E402
+from . import _dynamo_musagraphs  # noqa: E402  (cheap: imports no torch._dynamo)
 from . import memory  # noqa: E402
 from .memory import (  # noqa: E402
     MemPool,
@@ -118,6 +120,7 @@ from .amp import get_amp_supported_dtype  # noqa: E402
 
 torch._register_device_module("musa", _sys.modules[__name__])
 distributed._register()
+_dynamo_musagraphs._install_lazy_registration()  # backend="musagraphs" once torch._dynamo loads
 torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
@@ -140,4 +143,5 @@ __all__ = [
     "caching_allocator_alloc", "caching_allocator_delete", "get_allocator_backend", "get_per_process_memory_fraction",
     "memory_cached", "max_memory_cached", "memory_snapshot", "memory_stats_as_nested_dict", "reset_max_memory_cached",
     "distributed", "mccl",
+    "MUSAGraph", "graph", "graph_pool_handle", "is_current_stream_capturing", "make_graphed_callables",
 ]

@@ -46,3 +46,11 @@ def powersgd_hook_works() -> bool:
     """torch's PowerSGD hook calls torch.cuda.synchronize(bucket device) whenever CUDA is available, so
     on a CUDA build with a GPU it rejects musa buckets ("Expected a cuda device")."""
     return not torch.cuda.is_available()
+
+
+def accelerator_graph_available() -> bool:
+    """torch.accelerator.Graph (ATen's backend-neutral graph interface, which torch_musa implements in C++
+    for torch 2.12 and later)."""
+    import torch.accelerator
+
+    return torch_version() >= (2, 12) and hasattr(torch.accelerator, "Graph")

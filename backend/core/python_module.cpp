@@ -25,6 +25,9 @@ void bind_python(py::module& m);  // allocator_python.cpp: snapshots, history, p
 namespace torch_musa::distributed {
 void bind_python(py::module& m);  // distributed/python_bindings.cpp: ProcessGroupMCCL
 }
+namespace torch_musa::graphs {
+void bind_python(py::module& m);  // graphs/python_bindings.cpp: MUSAGraph
+}
 
 namespace torch_musa {
 namespace {
@@ -137,4 +140,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_copy_path_counts", [] { reset_copy_path_counts(); });
   m.def("_delegated_op_count", [] { return delegated_op_count(); });
   distributed::bind_python(m);
+  graphs::bind_python(m);
 }

@@ -203,6 +203,18 @@ void raw_delete(void* ptr) {
 c10::MempoolId_t create_pool(c10::DeviceIndex d) { return g_allocator.device(d).create_pool(); }
 void begin_allocate_to_pool(c10::DeviceIndex d, c10::MempoolId_t id) { g_allocator.device(d).begin_pool(id); }
 void end_allocate_to_pool(c10::DeviceIndex d, c10::MempoolId_t id) { g_allocator.device(d).end_pool(id); }
+void begin_allocate_streams_to_pool(c10::DeviceIndex d, c10::MempoolId_t id, std::function<bool(void*)> on_stream) {
+  g_allocator.device(d).begin_pool_for_streams(id, [f = std::move(on_stream)](musaStream_t s) { return f(s); });
+}
+c10::MempoolId_t new_pool_id() { return {0, detail::g_pool_uid++}; }
+void create_or_retain_pool(c10::DeviceIndex d, c10::MempoolId_t id) { g_allocator.device(d).create_or_retain_pool(id); }
+c10::DeviceIndex pool_device(c10::MempoolId_t id) {
+  for (c10::DeviceIndex d = 0; d < device_count(); ++d)
+    if (g_allocator.device(d).has_pool(id)) return d;
+  return -1;
+}
+void note_capture_begin(c10::DeviceIndex d) { g_allocator.device(d).capture_begins(); }
+void note_capture_end(c10::DeviceIndex d) { g_allocator.device(d).capture_ends(); }
 void release_pool(c10::DeviceIndex d, c10::MempoolId_t id) { g_allocator.device(d).release_pool(id); }
 void retain_pool(c10::DeviceIndex d, c10::MempoolId_t id) { g_allocator.device(d).retain_pool(id); }
 int pool_use_count(c10::DeviceIndex d, c10::MempoolId_t id) { return g_allocator.device(d).use_count(id); }

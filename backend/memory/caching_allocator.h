@@ -9,6 +9,7 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Stream.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,7 +48,20 @@ ExtraStats extra_stats(c10::DeviceIndex device);
 // ---- private pools (torch.musa.MemPool) ----
 c10::MempoolId_t create_pool(c10::DeviceIndex device);  // use_count 1
 void begin_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t id);  // current thread
+// Routes allocations made on the streams `on_stream` accepts, from any thread
+// (a graph capture); end with end_allocate_to_pool on the same thread.
+void begin_allocate_streams_to_pool(c10::DeviceIndex device, c10::MempoolId_t id,
+                                    std::function<bool(void* stream)> on_stream);
 void end_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t id);
+// A graph capture begins / ends on `device`: meanwhile no event is recorded
+// or queried for freed blocks (that would become part of, or break, the capture).
+void note_capture_begin(c10::DeviceIndex device);
+void note_capture_end(c10::DeviceIndex device);
+// An id no pool has yet; create_or_retain_pool makes the pool on first use.
+c10::MempoolId_t new_pool_id();
+void create_or_retain_pool(c10::DeviceIndex device, c10::MempoolId_t id);
+// The device whose allocator has pool `id`, or -1.
+c10::DeviceIndex pool_device(c10::MempoolId_t id);
 void release_pool(c10::DeviceIndex device, c10::MempoolId_t id);  // use_count - 1
 void retain_pool(c10::DeviceIndex device, c10::MempoolId_t id);   // use_count + 1
 int pool_use_count(c10::DeviceIndex device, c10::MempoolId_t id);

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -155,7 +156,7 @@ class DeviceCachingAllocator {
     stats_.max_split_size = static_cast<int64_t>(cfg.max_split_size);
     process_events();
     size_t size = round_size(requested, cfg);
-    BlockPool& pool = select_pool(size);
+    BlockPool& pool = select_pool(size, stream);
     if (cfg.garbage_collection_threshold > 0) age_blocks(pool);
     Block* block = take_free_block(pool, stream, size, cfg);
     if (!block && cfg.garbage_collection_threshold > 0) garbage_collect(cfg);
@@ -198,7 +199,15 @@ class DeviceCachingAllocator {
     if (block->size >= allocator_config().max_split_size) stats_.oversize_allocations.decrease(1);
     trace(TraceAction::FREE_REQUESTED, block->ptr, block->size, block->stream, *block->pool, ctx, 3);
     if (!block->stream_uses.empty()) {
-      insert_events(block);
+      // During a capture an event recorded now would be part of the graph
+      // and could never be queried: wait until no capture runs (as CUDA's
+      // allocator does).
+      if (captures_underway_ > 0) {
+        deferred_.push_back(block);
+        block->pending_events++;
+      } else {
+        insert_events(block);
+      }
     } else {
       free_block(block);
     }
@@ -275,6 +284,17 @@ class DeviceCachingAllocator {
     pools_.emplace(id, std::make_unique<PrivatePool>(id));
     return id;
   }
+  // The pool `id` (made now, with use count 1, if it does not exist), or one more use of it.
+  void create_or_retain_pool(MempoolId_t id) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    auto it = pools_.find(id);
+    if (it == pools_.end()) pools_.emplace(id, std::make_unique<PrivatePool>(id)).first->second->use_count = 1;
+    else it->second->use_count++;
+  }
+  bool has_pool(MempoolId_t id) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    return pools_.count(id) != 0;
+  }
   PrivatePool& pool_of(MempoolId_t id) {
     auto it = pools_.find(id);
     TORCH_CHECK(it != pools_.end(), "musa: no memory pool with id (", id.first, ", ", id.second, ") on device ",
@@ -285,13 +305,35 @@ class DeviceCachingAllocator {
   void begin_pool(MempoolId_t id) {
     std::lock_guard<std::recursive_mutex> lock(mu_);
     pool_of(id).use_count++;
-    routes_.emplace_back(id, std::this_thread::get_id());
+    routes_.push_back({id, std::this_thread::get_id(), nullptr});
+  }
+  // Routes allocations on the streams `filter` accepts, from any thread (a
+  // graph capture: autograd's backward allocates on its own thread).
+  void begin_pool_for_streams(MempoolId_t id, std::function<bool(musaStream_t)> filter) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    pool_of(id).use_count++;
+    routes_.push_back({id, std::this_thread::get_id(), std::move(filter)});
+  }
+  // While a capture runs, events are neither queried nor recorded for frees.
+  void capture_begins() {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    captures_underway_++;
+  }
+  void capture_ends() {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    if (--captures_underway_ > 0) return;
+    auto deferred = std::move(deferred_);
+    deferred_.clear();
+    for (Block* b : deferred) {
+      b->pending_events--;
+      insert_events(b);
+    }
   }
   void end_pool(MempoolId_t id) {
     std::lock_guard<std::recursive_mutex> lock(mu_);
     auto me = std::this_thread::get_id();
     for (auto it = routes_.rbegin(); it != routes_.rend(); ++it)
-      if (it->first == id && it->second == me) {
+      if (it->id == id && it->thread == me) {
         routes_.erase(std::next(it).base());
         return;
       }
@@ -342,12 +384,12 @@ class DeviceCachingAllocator {
     return total;
   }
 
-  BlockPool& select_pool(size_t size) {
+  BlockPool& select_pool(size_t size, musaStream_t stream) {
     if (!routes_.empty()) {
       auto me = std::this_thread::get_id();
       for (auto it = routes_.rbegin(); it != routes_.rend(); ++it)
-        if (it->second == me) {
-          PrivatePool& p = pool_of(it->first);
+        if (it->filter ? it->filter(stream) : it->thread == me) {
+          PrivatePool& p = pool_of(it->id);
           return size <= kSmallSize ? p.small : p.large;
         }
     }
@@ -522,6 +564,7 @@ class DeviceCachingAllocator {
   }
 
   void process_events() {
+    if (captures_underway_ > 0) return;  // a query would invalidate the capture
     while (!pending_.empty()) {
       auto [ev, block] = pending_.front();
       musaError_t q = musaEventQuery(ev);
@@ -687,7 +730,14 @@ class DeviceCachingAllocator {
   std::map<std::pair<void*, BlockPool*>, std::unique_ptr<ExpandableSegment>> expandable_;
   std::map<MempoolId_t, std::unique_ptr<PrivatePool>> pools_;
   std::map<MempoolId_t, StatArray> pool_reserved_;
-  std::vector<std::pair<MempoolId_t, std::thread::id>> routes_;
+  struct Route {
+    MempoolId_t id;
+    std::thread::id thread;
+    std::function<bool(musaStream_t)> filter;  // null: the thread's allocations
+  };
+  std::vector<Route> routes_;
+  int captures_underway_ = 0;
+  std::vector<Block*> deferred_;  // freed with stream uses during a capture
   std::vector<TraceSnapshot> traces_;
   size_t trace_next_ = 0;
   c10::CachingDeviceAllocator::DeviceStats stats_;

@@ -13,6 +13,7 @@
 #include <c10/util/FunctionRef.h>
 #include <c10/util/SmallVector.h>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -22,6 +23,8 @@
 #include "ops/kernel_device.h"
 #include "ops/delegation.h"
 #include "ops/routed_blocks.h"
+#include "graphs/capture_state.h"
+#include "graphs/host_op_recorder.h"
 
 namespace torch_musa {
 namespace {
@@ -204,6 +207,20 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     }
   }
 
+  // A host-driver capture records the op instead of running it (ops that
+  // only make views run now: they touch no memory).
+  std::optional<graphs::ViewOpScope> view_during_capture;
+  if (graphs::any_capture_underway()) {
+    c10::DeviceIndex dev = call.device < 0 ? current_device() : call.device;
+    if (graphs::host_recording(dev)) {
+      if (!graphs::is_view_op(op)) {
+        graphs::record_op(op, stack, dev);
+        return;
+      }
+      view_during_capture.emplace();
+    }
+  }
+
   if (traits.cpu_only) {
     run_on_cpu_by_copy(op, traits, stack, call.device < 0 ? current_device() : call.device);
     return;
@@ -239,7 +256,10 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     // so musa results depend only on torch.musa.manual_seed.
     std::optional<at::Generator> saved_default;
     at::Generator kernel_default;
-    if (traits.seeded_without_generator) {
+    // (While capturing on the cuda driver, the kernel device's default
+    // generator is the graph-safe one the graph reseeds at every replay.)
+    if (traits.seeded_without_generator &&
+        !graphs::note_generator_if_capturing(call.device, default_generator(call.device))) {
       kernel_default = at::globalContext().defaultGenerator(kd.device_for(call.device));
       at::Generator seeded = kd.kernel_generator(default_generator(call.device));
       std::lock_guard<std::mutex> lock(kernel_default.mutex());

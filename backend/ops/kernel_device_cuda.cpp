@@ -15,6 +15,7 @@
 #include "ops/kernel_device.h"
 #include "core/musa_check.h"
 #include "core/stream.h"
+#include "graphs/capture_state.h"
 
 namespace torch_musa {
 namespace {
@@ -50,6 +51,11 @@ class CudaKernelDevice final : public KernelDevice {
   bool adopt(c10::DataPtr& ptr, c10::DeviceIndex) override { return cuda_router::adopt(ptr); }
 
   at::Generator kernel_generator(const at::Generator& musa_gen) override {
+    // While capturing, random kernels read their seed and offset from the
+    // graph-safe state of CUDA's default generator, which MUSAGraph reseeds
+    // from the musa generators at every replay.
+    if (graphs::note_generator_if_capturing(musa_gen.device().index(), musa_gen))
+      return at::cuda::detail::getDefaultCUDAGenerator(cuda_ordinal(musa_gen.device().index()));
     auto cuda_gen = at::make_generator<at::CUDAGeneratorImpl>(cuda_ordinal(musa_gen.device().index()));
     cuda_gen.set_current_seed(claim_kernel_seed(musa_gen));
     return cuda_gen;

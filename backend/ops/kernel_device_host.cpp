@@ -14,6 +14,7 @@
 #include "core/musa_check.h"
 #include "ops/routed_blocks.h"
 #include "core/stream.h"
+#include "graphs/capture_state.h"
 
 namespace torch_musa {
 namespace {
@@ -110,14 +111,17 @@ class HostKernelDevice final : public KernelDevice {
 
   void launch(c10::DeviceIndex index, c10::function_ref<void()> fn, const char* name) override {
     // The host driver runs work inline, in stream order, so the kernel runs
-    // right here. A capturing stream would have to record it instead, but an
-    // aten op's outputs are needed now: refuse rather than run out of order.
-    musaStream_t s = native_stream(current_stream(index));
-    musaStreamCaptureStatus status = musaStreamCaptureStatusNone;
-    MUSA_CHECK(musaStreamIsCapturing(s, &status));
-    TORCH_CHECK(status == musaStreamCaptureStatusNone, "aten op ", name,
-                " was launched on a capturing musa stream; the host driver cannot capture aten ops yet: "
-                "end the capture (musaStreamEndCapture) before running tensor operations on that stream");
+    // right here. During a capture the op layer records ops instead
+    // (graphs/host_op_recorder.h); reaching here on a capturing stream means
+    // a capture the recorder does not know (a raw musaStreamBeginCapture).
+    if (!graphs::ViewOpScope::active()) {
+      musaStream_t s = native_stream(current_stream(index));
+      musaStreamCaptureStatus status = musaStreamCaptureStatusNone;
+      MUSA_CHECK(musaStreamIsCapturing(s, &status));
+      TORCH_CHECK(status == musaStreamCaptureStatusNone, "aten op ", name,
+                  " was launched on a musa stream captured outside torch.musa.MUSAGraph; capture tensor "
+                  "operations with torch.musa.graph(...) / MUSAGraph.capture_begin()");
+    }
     fn();
   }
 };

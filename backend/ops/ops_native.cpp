@@ -12,6 +12,8 @@
 #include "ops/delegate.h"
 #include "core/device.h"
 #include "ops/kernel_device.h"
+#include "graphs/capture_state.h"
+#include "graphs/host_op_recorder.h"
 
 namespace torch_musa {
 namespace {
@@ -62,6 +64,11 @@ at::Tensor musa_copy_from(const at::Tensor& self, const at::Tensor& dst, bool no
   TORCH_CHECK(dst_musa || dst.device().is_cpu(), "copy from ", self.device(), " to ", dst.device(),
               " is not supported; copy through the cpu");
   if (dst.numel() == 0) return dst;
+  auto capture_device = dst_musa ? dst.device().index() : self.device().index();
+  if (graphs::any_capture_underway() && graphs::host_recording(capture_device)) {
+    graphs::record_copy(dst, self, non_blocking, capture_device);
+    return dst;
+  }
   auto& kd = kernel_device();
   at::Tensor s = src_musa ? alias_on_kernel_device(self) : self;
   at::Tensor d = dst_musa ? alias_on_kernel_device(dst) : dst;

@@ -21,6 +21,7 @@
 #include "ops/delegate.h"
 #include "ops/delegation.h"
 #include "ops/routed_blocks.h"
+#include "graphs/capture_state.h"
 
 namespace torch_musa::op_layer {
 namespace {
@@ -55,7 +56,8 @@ class UnboxedDelegate<Ret(Args...)> {
 
   Ret operator()(c10::DispatchKeySet ks, Args... args) const {
     const OpTraits& traits = traits_of(op_);
-    if (traits.cpu_only) return boxed(ks, args...);
+    // Captures take the boxed path: the host driver records ops there.
+    if (traits.cpu_only || graphs::any_capture_underway()) return boxed(ks, args...);
     note_delegated();
     routed_blocks::Hold hold_lent;  // the output is adopted below, from this thread's list
     KernelDevice& kd = kernel_device();

@@ -229,6 +229,19 @@ class DeviceGuard {
 #define GUARD(dev) GUARD_IMPL(dev, false)
 #define GUARD_CTX(dev) GUARD_IMPL(dev, true)
 
+// Memory management may run while this thread captures (the caching
+// allocator grows a graph's private pool during capture). CUDA forbids it in
+// global mode unless the thread relaxes its capture mode for the call, as
+// torch's CUDA allocator does.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  ~RelaxedCaptureMode() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
 // ---- tasks, graphs and capture state ----
 
 struct Task {
@@ -362,6 +375,7 @@ class CudaDriver final : public Driver {
 
   // ---- memory ----
   musaError_t malloc(int dev, void** ptr, size_t size) override {
+    RelaxedCaptureMode relaxed;
     GUARD(dev);
     cudaError_t e = cudaMalloc(ptr, size);
     if (e == cudaSuccess) return musaSuccess;
@@ -373,6 +387,7 @@ class CudaDriver final : public Driver {
   }
 
   musaError_t free(void* ptr) override {
+    RelaxedCaptureMode relaxed;
     musaPointerAttributes a;
     int owner = -1;
     if (musaError_t e = lookup(ptr, &a, &owner)) return e;
@@ -390,6 +405,7 @@ class CudaDriver final : public Driver {
   }
 
   musaError_t hostAlloc(void** ptr, size_t size) override {
+    RelaxedCaptureMode relaxed;
     int dev = workDevice();
     GUARD(dev);
     CUDA_TRY(cudaHostAlloc(ptr, size, cudaHostAllocPortable),
@@ -398,6 +414,7 @@ class CudaDriver final : public Driver {
   }
 
   musaError_t hostFree(void* ptr) override {
+    RelaxedCaptureMode relaxed;
     musaPointerAttributes a;
     int dev = -1;
     if (musaError_t e = lookup(ptr, &a, &dev)) return e;
@@ -445,6 +462,7 @@ class CudaDriver final : public Driver {
   }
 
   musaError_t addressReserve(void** ptr, size_t size, size_t alignment) override {
+    RelaxedCaptureMode relaxed;
     GUARD_CTX(workDevice());
     CUdeviceptr p = 0;
     CU_TRY(cuMemAddressReserve, (&p, size, alignment, 0, 0), "cuMemAddressReserve(" + human(size) + ")", -1);
@@ -453,6 +471,7 @@ class CudaDriver final : public Driver {
   }
 
   musaError_t addressFree(void* ptr, size_t size) override {
+    RelaxedCaptureMode relaxed;
     GUARD_CTX(workDevice());
     CU_TRY(cuMemAddressFree, (dptr(ptr), size), "cuMemAddressFree(" + ptrText(ptr) + ", " + human(size) + ")",
            -1);
@@ -460,6 +479,7 @@ class CudaDriver final : public Driver {
   }
 
   musaError_t memCreate(musaMemGenericAllocationHandle_t* h, size_t size, int dev) override {
+    RelaxedCaptureMode relaxed;
     static_assert(sizeof(musaMemGenericAllocationHandle_t) == sizeof(CUmemGenericAllocationHandle),
                   "allocation handle types must match");
     GUARD_CTX(dev);
@@ -479,6 +499,7 @@ class CudaDriver final : public Driver {
   }
 
   musaError_t memRelease(musaMemGenericAllocationHandle_t h) override {
+    RelaxedCaptureMode relaxed;
     if (!knownHandle(h, true))
       return fail(musaErrorInvalidValue, "musaMemRelease: unknown or already released handle");
     GUARD_CTX(workDevice());
@@ -487,6 +508,7 @@ class CudaDriver final : public Driver {
   }
 
   musaError_t memMap(void* ptr, size_t size, size_t offset, musaMemGenericAllocationHandle_t h) override {
+    RelaxedCaptureMode relaxed;
     if (!knownHandle(h, false))
       return fail(musaErrorInvalidValue, "musaMemMap: unknown or released physical memory handle");
     GUARD_CTX(workDevice());
@@ -496,12 +518,14 @@ class CudaDriver final : public Driver {
   }
 
   musaError_t memUnmap(void* ptr, size_t size) override {
+    RelaxedCaptureMode relaxed;
     GUARD_CTX(workDevice());
     CU_TRY(cuMemUnmap, (dptr(ptr), size), "cuMemUnmap(" + ptrText(ptr) + ", " + human(size) + ")", -1);
     return musaSuccess;
   }
 
   musaError_t memSetAccess(void* ptr, size_t size, int dev) override {
+    RelaxedCaptureMode relaxed;
     GUARD_CTX(dev);
     CUmemAccessDesc desc;
     std::memset(&desc, 0, sizeof desc);
@@ -686,6 +710,22 @@ class CudaDriver final : public Driver {
     *status = cs == cudaStreamCaptureStatusActive        ? musaStreamCaptureStatusActive
               : cs == cudaStreamCaptureStatusInvalidated ? musaStreamCaptureStatusInvalidated
                                                          : musaStreamCaptureStatusNone;
+    return musaSuccess;
+  }
+
+  musaError_t invalidateCapture(MUstream_st*, const std::string&) override {
+    // CUDA invalidates captures itself when a call conflicts with them.
+    return fail(musaErrorNotSupported, "musaStreamInvalidateCapture: not available on the cuda driver");
+  }
+  musaError_t captureInfo(MUstream_st* s, musaStreamCaptureStatus* status, unsigned long long* id) override {
+    GUARD(s->device);
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    unsigned long long cid = 0;
+    CUDA_TRY(cudaStreamGetCaptureInfo(nat(s), &cs, &cid), "cudaStreamGetCaptureInfo", s->device);
+    *status = cs == cudaStreamCaptureStatusActive        ? musaStreamCaptureStatusActive
+              : cs == cudaStreamCaptureStatusInvalidated ? musaStreamCaptureStatusInvalidated
+                                                         : musaStreamCaptureStatusNone;
+    *id = cs == cudaStreamCaptureStatusNone ? 0 : cid;
     return musaSuccess;
   }
 

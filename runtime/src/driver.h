@@ -91,6 +91,8 @@ class Driver {
   virtual musaError_t beginCapture(MUstream_st* s, musaStreamCaptureMode mode) = 0;
   virtual musaError_t endCapture(MUstream_st* s, MUgraph_st** graph) = 0;
   virtual musaError_t isCapturing(MUstream_st* s, musaStreamCaptureStatus* status) = 0;
+  virtual musaError_t invalidateCapture(MUstream_st* s, const std::string& why) = 0;
+  virtual musaError_t captureInfo(MUstream_st* s, musaStreamCaptureStatus* status, unsigned long long* id) = 0;
   virtual musaError_t graphInstantiate(MUgraphExec_st** exec, MUgraph_st* graph) = 0;
   virtual musaError_t graphLaunch(MUgraphExec_st* exec, MUstream_st* s) = 0;
 };

@@ -93,6 +93,7 @@ struct Capture {
   };
   std::map<MUstream_st*, Member> members;
   std::map<MUevent_st*, std::pair<MUstream_st*, size_t>> events;  // event -> (stream, tasks at record)
+  unsigned long long id = 0;
 };
 struct PhysicalMemory {
   int fd;
@@ -491,8 +492,9 @@ class HostDriver final : public Driver {
   musaError_t eventRecord(MUevent_st* e, MUstream_st* s) override {
     if (s->capture) {
       std::lock_guard<std::mutex> g(mu_);
+      // As in CUDA, recording an event in a capture adds no node: it only
+      // marks a point other streams of the capture can depend on.
       auto* c = static_cast<Capture*>(s->capture);
-      c->graph->tasks.push_back({[e] { e->time_ms = nowMs(); e->recorded = true; }, "event_record"});
       c->events[e] = {s, c->members[s].tasks};
       e->capture = c;
       return musaSuccess;
@@ -521,6 +523,7 @@ class HostDriver final : public Driver {
     auto* c = new Capture{new HostGraph(), s, mode, std::this_thread::get_id()};
     c->members[s];
     std::lock_guard<std::mutex> g(mu_);
+    c->id = ++last_capture_id_;
     s->capture = c;
     active_.push_back(c);
     return musaSuccess;
@@ -561,6 +564,21 @@ class HostDriver final : public Driver {
                                                                          : musaStreamCaptureStatusActive);
     return musaSuccess;
   }
+  musaError_t invalidateCapture(MUstream_st* s, const std::string& why) override {
+    std::lock_guard<std::mutex> g(mu_);
+    auto* c = static_cast<Capture*>(s->capture);
+    if (!c) return fail(musaErrorStreamCaptureUnmatched, "musaStreamInvalidateCapture: the stream is not capturing");
+    c->invalidated = true;
+    if (c->why.empty()) c->why = why;
+    return musaSuccess;
+  }
+  musaError_t captureInfo(MUstream_st* s, musaStreamCaptureStatus* st, unsigned long long* id) override {
+    std::lock_guard<std::mutex> g(mu_);
+    auto* c = static_cast<Capture*>(s->capture);
+    *st = !c ? musaStreamCaptureStatusNone : (c->invalidated ? musaStreamCaptureStatusInvalidated : musaStreamCaptureStatusActive);
+    *id = c ? c->id : 0;
+    return musaSuccess;
+  }
   musaError_t graphInstantiate(MUgraphExec_st** exec, MUgraph_st* graph) override {
     auto* e = new HostGraphExec();
     e->tasks = static_cast<HostGraph*>(graph)->tasks;
@@ -568,9 +586,13 @@ class HostDriver final : public Driver {
     return musaSuccess;
   }
   musaError_t graphLaunch(MUgraphExec_st* exec, MUstream_st* s) override {
-    for (auto& t : static_cast<HostGraphExec*>(exec)->tasks) {
-      if (auto e = run(s, t.fn, t.name.c_str())) return e;
+    auto& tasks = static_cast<HostGraphExec*>(exec)->tasks;
+    if (s->capture) {  // a graph launched into a capture becomes part of it
+      for (auto& t : tasks)
+        if (auto e = run(s, t.fn, t.name.c_str())) return e;
+      return musaSuccess;
     }
+    for (auto& t : tasks) t.fn();  // in place: replay copies no task
     return musaSuccess;
   }
 
@@ -595,7 +617,7 @@ class HostDriver final : public Driver {
   // (the stream itself) and, when `conflicts`, with any capture this thread
   // runs; otherwise the captures' modes decide: global forbids it from any
   // thread, thread_local from the capturing thread, relaxed never. A capture
-  // of this thread that forbids the call is invalidated, as CUDA does.
+  // that forbids the call is invalidated, as CUDA does.
   musaError_t prohibited(MUstream_st* s, const char* what, bool conflicts) {
     std::lock_guard<std::mutex> g(mu_);
     auto me = std::this_thread::get_id();
@@ -605,15 +627,15 @@ class HostDriver final : public Driver {
       bool forbids = on_stream || (conflicts && mine) || c->mode == musaStreamCaptureModeGlobal ||
                      (c->mode == musaStreamCaptureModeThreadLocal && mine);
       if (!forbids) continue;
-      if (mine || on_stream) {
-        c->invalidated = true;
-        if (c->why.empty()) c->why = what;
-      }
-      return fail(musaErrorStreamCaptureUnsupported,
-                  std::string(what) + " is not permitted while a stream is capturing" +
-                      (mine || on_stream ? "; the capture is now invalidated (end it, then capture again without it)"
-                                         : " in global mode on another thread; wait for the capture to end, "
-                                           "or capture with capture_error_mode='thread_local' or 'relaxed'"));
+      c->invalidated = true;
+      if (c->why.empty()) c->why = std::string(what) + (mine || on_stream ? "" : " on another thread");
+      std::string hint = mine || on_stream ? " (end it, then capture again without it)"
+                                           : " (a global-mode capture forbids it on every thread: wait for the "
+                                             "capture to end, or capture with capture_error_mode='thread_local' "
+                                             "or 'relaxed')";
+      return fail(musaErrorStreamCaptureUnsupported, std::string(what) +
+                                                         " is not permitted while a stream is capturing; the "
+                                                         "capture is now invalidated" + hint);
     }
     return musaSuccess;
   }
@@ -645,6 +667,7 @@ class HostDriver final : public Driver {
   std::map<musaMemGenericAllocationHandle_t, PhysicalMemory> physical_;
   musaMemGenericAllocationHandle_t next_handle_ = 0;
   std::vector<Capture*> active_;  // guarded by mu_
+  unsigned long long last_capture_id_ = 0;
 };
 
 }  // namespace

@@ -613,6 +613,19 @@ musaError_t musaStreamIsCapturing(musaStream_t stream, musaStreamCaptureStatus* 
   return record(drv.isCapturing(s, status));
 }
 
+musaError_t musaStreamGetCaptureInfo(musaStream_t stream, musaStreamCaptureStatus* status, unsigned long long* id) {
+  if (!status || !id) return fail(musaErrorInvalidValue, "musaStreamGetCaptureInfo: null argument");
+  MUSA_DRIVER_OR_FAIL();
+  RESOLVE_STREAM(s, stream);
+  return record(drv.captureInfo(s, status, id));
+}
+
+musaError_t musaStreamInvalidateCapture(musaStream_t stream, const char* why) {
+  MUSA_DRIVER_OR_FAIL();
+  RESOLVE_STREAM(s, stream);
+  return record(drv.invalidateCapture(s, why ? why : "an operation refused during capture"));
+}
+
 musaError_t musaGraphInstantiate(musaGraphExec_t* exec, musaGraph_t graph) {
   if (!exec || !graph) return fail(musaErrorInvalidValue, "musaGraphInstantiate: null argument");
   MUSA_DRIVER_OR_FAIL();

@@ -153,7 +153,9 @@ TEST_F(CaptureTest, OtherStreamsRunNormallyDuringCapture) {
   ASSERT_MUSA(musaStreamDestroy(other));
 }
 
-TEST_F(CaptureTest, EventRecordIsANode) {
+// As in CUDA, an event recorded in a capture is a dependency point, not a
+// node: the graph does not hold the event (it may be destroyed before a replay).
+TEST_F(CaptureTest, EventRecordInCaptureAddsNoNode) {
   musaEvent_t start = nullptr, end = nullptr;
   ASSERT_MUSA(musaEventCreate(&start));
   ASSERT_MUSA(musaEventCreate(&end));
@@ -161,23 +163,19 @@ TEST_F(CaptureTest, EventRecordIsANode) {
   ASSERT_MUSA(musaEventRecord(start, s_));
   ASSERT_MUSA(musaLaunchTask(s_, [] {}, "noop"));
   ASSERT_MUSA(musaEventRecord(end, s_));
+  ASSERT_MUSA(musaEventDestroy(start));  // the graph must not refer to it
   musaGraph_t graph = nullptr;
   ASSERT_MUSA(musaStreamEndCapture(s_, &graph));
   size_t nodes = 0;
   ASSERT_MUSA(musaGraphGetNodeCount(graph, &nodes));
-  EXPECT_EQ(nodes, 3u);
-  float ms = 0;
-  EXPECT_EQ(musaEventElapsedTime(&ms, start, end), musaErrorInvalidResourceHandle)
-      << "events recorded only during capture must not count as recorded before replay";
+  EXPECT_EQ(nodes, 1u);
   musaGraphExec_t exec = nullptr;
   ASSERT_MUSA(musaGraphInstantiate(&exec, graph));
   ASSERT_MUSA(musaGraphLaunch(exec, s_));
   ASSERT_MUSA(musaStreamSynchronize(s_));
-  ASSERT_MUSA(musaEventElapsedTime(&ms, start, end));
-  EXPECT_GE(ms, 0.0f);
+  ASSERT_MUSA(musaEventQuery(end));  // an event of an ended capture is queryable
   ASSERT_MUSA(musaGraphExecDestroy(exec));
   ASSERT_MUSA(musaGraphDestroy(graph));
-  ASSERT_MUSA(musaEventDestroy(start));
   ASSERT_MUSA(musaEventDestroy(end));
 }
 
@@ -364,7 +362,7 @@ TEST_F(CaptureTest, ForkedStreamsJoinTheCapture) {
   ASSERT_MUSA(musaStreamEndCapture(s_, &graph));
   size_t nodes = 0;
   ASSERT_MUSA(musaGraphGetNodeCount(graph, &nodes));
-  EXPECT_EQ(nodes, 5u);
+  EXPECT_EQ(nodes, 3u);
   musaGraphExec_t exec = nullptr;
   ASSERT_MUSA(musaGraphInstantiate(&exec, graph));
   ASSERT_MUSA(musaGraphLaunch(exec, s_));

@@ -176,6 +176,13 @@ musaError_t musaStreamBeginCapture(musaStream_t stream);  // global mode
 musaError_t musaStreamBeginCaptureWithMode(musaStream_t stream, musaStreamCaptureMode mode);
 musaError_t musaStreamEndCapture(musaStream_t stream, musaGraph_t* graph);
 musaError_t musaStreamIsCapturing(musaStream_t stream, musaStreamCaptureStatus* status);
+// Status and the capture's unique id (0 when not capturing); streams that
+// joined a capture report its id.
+musaError_t musaStreamGetCaptureInfo(musaStream_t stream, musaStreamCaptureStatus* status, unsigned long long* id);
+// MUSA extension: marks the capture `stream` takes part in as invalidated
+// (its end fails, naming `why`) -- for a layer above the runtime that refuses
+// an operation during capture, as CUDA refuses a synchronizing call.
+musaError_t musaStreamInvalidateCapture(musaStream_t stream, const char* why);
 musaError_t musaGraphInstantiate(musaGraphExec_t* exec, musaGraph_t graph);
 musaError_t musaGraphLaunch(musaGraphExec_t exec, musaStream_t stream);
 musaError_t musaGraphGetNodeCount(musaGraph_t graph, size_t* count);
