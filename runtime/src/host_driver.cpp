@@ -614,8 +614,9 @@ class HostDriver final : public Driver {
   bool is_active(Capture* c) const { return std::find(active_.begin(), active_.end(), c) != active_.end(); }
 
   // Whether `what` may run now. It always conflicts with a capture of `s`
-  // (the stream itself) and, when `conflicts`, with any capture this thread
-  // runs; otherwise the captures' modes decide: global forbids it from any
+  // (the stream itself) and, when `conflicts` (a device synchronization waits
+  // for every stream), with every capture, from any thread; otherwise the
+  // captures' modes decide: global forbids it from any
   // thread, thread_local from the capturing thread, relaxed never. A capture
   // that forbids the call is invalidated, as CUDA does.
   musaError_t prohibited(MUstream_st* s, const char* what, bool conflicts) {
@@ -624,7 +625,7 @@ class HostDriver final : public Driver {
     for (Capture* c : active_) {
       bool mine = c->thread == me;
       bool on_stream = s && s->capture == c;
-      bool forbids = on_stream || (conflicts && mine) || c->mode == musaStreamCaptureModeGlobal ||
+      bool forbids = on_stream || conflicts || c->mode == musaStreamCaptureModeGlobal ||
                      (c->mode == musaStreamCaptureModeThreadLocal && mine);
       if (!forbids) continue;
       c->invalidated = true;
