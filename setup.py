@@ -4,6 +4,7 @@ Build against the torch that is already installed (never a second one):
     pip install --no-build-isolation -e .
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -52,15 +53,35 @@ class CMakeBuild(build_ext):
         subprocess.check_call(cmake_args)
         jobs = os.environ.get("MAX_JOBS", str(os.cpu_count() or 2))
         subprocess.check_call(["cmake", "--build", build_dir, "--", f"-j{jobs}"])
+        # What this build was made for: torch_musa checks it at import (a wheel moved to another torch
+        # gets a clear error instead of undefined symbols).
+        with open(os.path.join(out_dir, "_build_info.py"), "w") as f:
+            f.write('"""Written by setup.py at build time."""\n')
+            f.write(f"TORCH_VERSION = {torch.__version__.split('+')[0]!r}\n")
+            f.write(f"TORCH_CUDA = {torch.version.cuda!r}\n")
         built = os.path.join(out_dir, os.path.basename(ext_path))
         if os.path.abspath(built) != ext_path:  # setuptools copies it from build-lib
             os.makedirs(os.path.dirname(ext_path), exist_ok=True)
             shutil.copy2(built, ext_path)
 
 
+def built_for_torch():
+    """The installed torch's public version: the wheel pins it (an extension works with its torch only)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return re.sub(r"\+.*", "", version("torch"))
+    except PackageNotFoundError:  # metadata without torch (e.g. an isolated sdist step): no pin
+        return None
+
+
+TORCH_BUILT_FOR = built_for_torch()
+
 setup(
     name="torch_musa",
-    version="0.1.0",
+    # The local label names the torch the binary was built for (one wheel per torch release).
+    version="0.1.0" + (f"+torch{TORCH_BUILT_FOR}" if TORCH_BUILT_FOR else ""),
+    install_requires=[f"torch=={TORCH_BUILT_FOR}"] if TORCH_BUILT_FOR else [],
     description="torch.device('musa') for stock PyTorch: MUSA runtime, host and cuda drivers",
     packages=find_packages(include=["torch_musa", "torch_musa.*"]),
     ext_modules=[CMakeExtension("torch_musa._C")],

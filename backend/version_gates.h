@@ -1,4 +1,4 @@
-// The one place torch-version differences are decided (torch 2.11 .. 2.13).
+// The one place torch-version differences are decided (torch 2.11 .. 2.15).
 #pragma once
 
 #include <torch/version.h>
@@ -8,7 +8,10 @@
    (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 #if !TORCH_MUSA_TORCH_AT_LEAST(2, 11)
-#error "torch_musa supports torch 2.11 to 2.13; this torch is older. Install torch==2.11.* or newer."
+#error "torch_musa supports torch 2.11 to 2.15; this torch is older. Install torch==2.11.* or newer."
+#endif
+#if TORCH_MUSA_TORCH_AT_LEAST(2, 16)
+#error "torch_musa supports torch 2.11 to 2.15; this torch is newer. Install torch==2.15.* or older."
 #endif
 
 // ATen's backend-neutral graph interface (torch.accelerator.Graph) exists from 2.12.
@@ -17,3 +20,11 @@
 // with the graph before capture (at::cuda::CUDAGraph::register_generator_state
 // by generator); from 2.14 a generator registers itself when first used in a capture.
 #define TORCH_MUSA_CUDA_GRAPH_REGISTERS_GENERATORS (!TORCH_MUSA_TORCH_AT_LEAST(2, 14))
+
+// Autocast ops CUDA registers beside ATen's shared op lists (autocast_mode.h),
+// which musa registers the same way: fp32 ops new in a release.
+#if TORCH_MUSA_TORCH_AT_LEAST(2, 14)
+#define TORCH_MUSA_FORALL_EXTRA_AUTOCAST_FP32(_) _(linalg_matrix_sqrth)
+#else
+#define TORCH_MUSA_FORALL_EXTRA_AUTOCAST_FP32(_)
+#endif

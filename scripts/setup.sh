@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what torch_musa needs and builds it against the installed torch.
 # Safe to re-run. Uses the CPU torch 2.13.0 wheel unless a supported torch
-# (2.11-2.13) is already installed.
+# (2.11-2.15) is already installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -14,7 +14,7 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   fi
 fi
 
-if ! $PY -c "import torch, sys; v=tuple(map(int, torch.__version__.split('+')[0].split('.')[:2])); sys.exit(0 if (2,11) <= v <= (2,13) else 1)" 2>/dev/null; then
+if ! $PY -c "import torch, sys; v=tuple(map(int, torch.__version__.split('+')[0].split('.')[:2])); sys.exit(0 if (2,11) <= v <= (2,15) else 1)" 2>/dev/null; then
   $PY -m pip install -q torch==2.13.0 numpy
 fi
 # Pinned to the installed torch so nothing pulls a second one. (Read from the

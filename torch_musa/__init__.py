@@ -16,6 +16,7 @@ def _autoload():
 from . import _version_gate
 
 _version_gate.check()
+_version_gate.check_build()
 
 import torch  # noqa: E402
 

@@ -1,7 +1,7 @@
 """The one place Python-side torch-version differences are decided."""
 import torch
 
-SUPPORTED = ((2, 11), (2, 12), (2, 13))
+SUPPORTED = ((2, 11), (2, 12), (2, 13), (2, 14), (2, 15))
 
 
 def torch_version():
@@ -19,6 +19,21 @@ def check():
             f"Install a supported torch (e.g. pip install torch==2.13.0) and rebuild torch_musa."
         )
     return version
+
+
+def check_build():
+    """Raises ImportError when the compiled extension was built for another torch than the installed one."""
+    try:
+        from . import _build_info
+    except ImportError:  # a build older than this check: the extension load reports mismatches
+        return
+    installed = torch.__version__.split("+")[0]
+    if _build_info.TORCH_VERSION != installed:
+        raise ImportError(
+            f"this torch_musa was built for torch {_build_info.TORCH_VERSION}, but torch {installed} is installed: "
+            f"install torch=={_build_info.TORCH_VERSION}, or rebuild torch_musa against this torch "
+            f"(pip install --no-build-isolation -e . in its source tree, or a wheel made with this torch)"
+        )
 
 
 def split_group_on_musa() -> bool:

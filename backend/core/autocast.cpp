@@ -4,6 +4,8 @@
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
 
+#include "version_gates.h"
+
 namespace {
 
 using namespace at;  // the op-list macros name ATen types unqualified
@@ -26,6 +28,7 @@ TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 #undef MUSA_LOW_PRECISION_FP
 #define MUSA_FP32(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32)
   AT_FORALL_FP32(MUSA_FP32)
+  TORCH_MUSA_FORALL_EXTRA_AUTOCAST_FP32(MUSA_FP32)
 #undef MUSA_FP32
 #define MUSA_FP32_SET_OPT_DTYPE(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, fp32_set_opt_dtype)
   AT_FORALL_FP32_SET_OPT_DTYPE(MUSA_FP32_SET_OPT_DTYPE)

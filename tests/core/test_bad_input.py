@@ -141,17 +141,21 @@ def test_unsupported_torch_version_message(monkeypatch):
         version_gate.check()
     msg = str(e.value)
     assert "2.5.1" in msg
-    for v in ("2.11", "2.13"):
+    for v in ("2.11", "2.15"):
         assert v in msg
     monkeypatch.setattr(torch, "__version__", "3.0.0")
     with pytest.raises(ImportError):
         version_gate.check()
 
 
-def test_supported_versions_include_2_11_and_2_13(monkeypatch):
-    for v in ("2.11.0", "2.11.0+cu126", "2.13.0+cpu", "2.13.1"):
+def test_supported_versions_are_2_11_to_2_15(monkeypatch):
+    for v in ("2.11.0", "2.11.0+cu126", "2.13.0+cpu", "2.13.1", "2.14.1", "2.15.0+cu130"):
         monkeypatch.setattr(torch, "__version__", v)
         version_gate.check()
+    for v in ("2.10.0", "2.16.0"):
+        monkeypatch.setattr(torch, "__version__", v)
+        with pytest.raises(ImportError, match="2.11, 2.12, 2.13, 2.14, 2.15"):
+            version_gate.check()
 
 
 def test_interprocess_event_rejected():
@@ -172,3 +176,14 @@ def test_non_strided_layouts_get_a_clear_error(make):
         make()
     assert "could not run" not in str(info.value).lower()
     assert torch.ones(2, device="musa").sum().item() == 2.0
+
+
+def test_a_build_for_another_torch_is_refused_at_import(monkeypatch):
+    """The extension records the torch it was built against; another torch gets a clear ImportError."""
+    from torch_musa import _build_info
+
+    assert _build_info.TORCH_VERSION == torch.__version__.split("+")[0]
+    version_gate.check_build()
+    monkeypatch.setattr(_build_info, "TORCH_VERSION", "2.12.0")
+    with pytest.raises(ImportError, match=r"built for torch 2\.12\.0.*install torch==2\.12\.0"):
+        version_gate.check_build()
