@@ -119,6 +119,14 @@ from . import _device as _device_module  # noqa: E402
 from .cuda_compat import enable_cuda_compat  # noqa: E402
 from .amp import get_amp_supported_dtype  # noqa: E402
 
+def __getattr__(name):
+    # torch.cuda names newer torches added that torch.musa does not provide yet say so.
+    err = _version_gate.unsupported_graph_api("torch.musa", name)
+    if err is not None:
+        raise err
+    raise AttributeError(f"module 'torch_musa' has no attribute '{name}'")
+
+
 torch._register_device_module("musa", _sys.modules[__name__])
 distributed._register()
 _dynamo_musagraphs._install_lazy_registration()  # backend="musagraphs" once torch._dynamo loads

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 from torch.utils import _pytree as pytree
 
-from . import _C
+from . import _C, _version_gate
 
 __all__ = [
     "MUSAGraph",
@@ -133,6 +133,13 @@ class MUSAGraph(_GraphBase):
         Beta API, like :class:`torch.cuda.CUDAGraph`; it may change.
     """
 
+    def __getattr__(self, name):
+        # Names torch.cuda.CUDAGraph has on newer torches that MUSA Graph lacks: a clear error.
+        err = _version_gate.unsupported_graph_api("MUSAGraph", name)
+        if err is not None:
+            raise err
+        raise AttributeError(f"'MUSAGraph' object has no attribute '{name}'")
+
     def capture_begin(self, pool: Optional[PoolHandle] = None, capture_error_mode: str = "global") -> None:
         """Start recording the work issued on the current musa stream into this graph.
 
@@ -190,12 +197,14 @@ class MUSAGraph(_GraphBase):
         """Keep what :meth:`debug_dump` needs; call it before capturing."""
         return super().enable_debug_mode()
 
-    def debug_dump(self, debug_path: str) -> None:
-        """Write a description of the captured graph to ``debug_path``.
+    def debug_dump(self, debug_path: str, *, verbose: bool = True) -> None:
+        """Write a description of the captured graph to ``debug_path`` (Graphviz dot).
 
         Arguments:
             debug_path (str): file to write; needs :meth:`enable_debug_mode` to
                 have been called before the capture.
+            verbose (bool): node details (the musa dump always has them; accepted as
+                torch.cuda's is).
         """
         return super().debug_dump(debug_path)
 
@@ -380,19 +389,19 @@ class _Captured:
         self.grad_inputs: tuple = ()             # static results of the backward, one per input (or None)
 
 
-def _capture_forward(func, args, cap: _Captured, pool) -> None:
-    with graph(cap.fwd, pool=pool):
+def _capture_forward(func, args, cap: _Captured, pool, mode: str) -> None:
+    with graph(cap.fwd, pool=pool, capture_error_mode=mode):
         result = func(*args)
     flat, spec = pytree.tree_flatten(result)
     cap.outputs, cap.out_spec = tuple(flat), spec
 
 
-def _capture_backward(cap: _Captured, pool, allow_unused: bool) -> None:
+def _capture_backward(cap: _Captured, pool, allow_unused: bool, mode: str) -> None:
     cap.grad_outputs = tuple(torch.empty_like(o) if isinstance(o, Tensor) and o.requires_grad else None
                              for o in cap.outputs)
     grads = None
     if any(g is not None for g in cap.grad_outputs) and any(i.requires_grad for i in cap.inputs):
-        with graph(cap.bwd, pool=pool):
+        with graph(cap.bwd, pool=pool, capture_error_mode=mode):
             grads = _grads_of(cap.outputs, cap.inputs, tuple(g for g in cap.grad_outputs if g is not None),
                               allow_unused)
     # One slot per input: the captured gradient for inputs that need grad, None for the rest.
@@ -475,6 +484,7 @@ def make_graphed_callables(
     num_warmup_iters: int = 3,
     allow_unused_input: bool = False,
     pool: Optional[PoolHandle] = None,
+    capture_error_mode: str = "global",
 ) -> Union[_ModuleOrCallable, tuple[_ModuleOrCallable, ...]]:
     """Return versions of modules or functions whose forward and backward each replay a MUSA graph.
 
@@ -491,6 +501,7 @@ def make_graphed_callables(
             one tuple for a single callable, one tuple per callable for a tuple.
         num_warmup_iters (int): eager forward+backward iterations run on a side
             stream before capturing (default 3).
+        capture_error_mode (str): the captures' mode, as for :meth:`MUSAGraph.capture_begin`.
         allow_unused_input (bool): allow inputs that the outputs do not depend on
             (their gradient is then None); passed to :func:`torch.autograd.grad`.
         pool (optional): a pool token (:func:`torch.musa.graph_pool_handle`,
@@ -560,9 +571,9 @@ def make_graphed_callables(
     # All graphs share the pool, so capture them in the order they will replay:
     # every forward in callable order, then every backward in reverse order.
     for func, args, cap in zip(funcs, per_args, captures):
-        _capture_forward(func, args, cap, mempool)
+        _capture_forward(func, args, cap, mempool, capture_error_mode)
     for cap in reversed(captures):
-        _capture_backward(cap, mempool, allow_unused_input)
+        _capture_backward(cap, mempool, allow_unused_input, capture_error_mode)
 
     results: list[_ModuleOrCallable] = []
     for func, cap in zip(funcs, captures):
@@ -573,3 +584,10 @@ def make_graphed_callables(
         else:
             results.append(graphed)
     return results[0] if single else tuple(results)
+
+
+def __getattr__(name):
+    err = _version_gate.unsupported_graph_api("torch.musa", name)
+    if err is not None:
+        raise err
+    raise AttributeError(f"module 'torch_musa.graphs' has no attribute '{name}'")
