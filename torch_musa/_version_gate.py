@@ -36,10 +36,10 @@ def check_build():
         )
 
 
-# torch.cuda's graph API that torch 2.15 added and MUSA Graph does not provide yet (conditional
-# nodes, capture/replay hooks, split capture_end, kernel annotations, dot export). Using one on
-# musa raises an error naming it; the README's known limits list them.
-_CUDA_GRAPH_API_SINCE_2_15 = (
+# torch.cuda's graph API that torch 2.14 added and MUSA Graph does not provide yet (conditional
+# nodes, capture/replay hooks, split capture_end, dot and graph-data export), and 2.15's kernel
+# annotations. Using one on musa raises an error naming it; the README's known limits list them.
+_CUDA_GRAPH_API_SINCE_2_14 = (
     {"export_dot", "export_graph_data", "register_graph_capture_start_hook", "register_graph_capture_end_hook",
      "register_graph_instantiate_hook", "register_graph_replay_start_hook", "register_graph_replay_end_hook",
      "register_graph_destroy_hook"},
@@ -48,24 +48,28 @@ _CUDA_GRAPH_API_SINCE_2_15 = (
      "get_currently_capturing_graph", "pools", "retain_object", "register_capture_start_hook",
      "register_capture_end_hook", "register_replay_start_hook", "register_replay_end_hook",
      "register_post_instantiate_hook", "register_destroy_callback"},
-    {"annotation_config"},
+    set(),
 )
+_CUDA_GRAPH_PARAMS_SINCE_2_15 = {"annotation_config"}
 
 
 def cuda_graph_api_not_mirrored():
     """(module functions, CUDAGraph methods, torch.cuda.graph parameters) of the installed torch's
     torch.cuda graph API that torch.musa does not mirror yet."""
-    if torch_version() < (2, 15):
+    if torch_version() < (2, 14):
         return set(), set(), set()
-    return tuple(set(s) for s in _CUDA_GRAPH_API_SINCE_2_15)
+    funcs, methods, params = (set(s) for s in _CUDA_GRAPH_API_SINCE_2_14)
+    if torch_version() >= (2, 15):
+        params |= _CUDA_GRAPH_PARAMS_SINCE_2_15
+    return funcs, methods, params
 
 
 def unsupported_graph_api(owner: str, name: str):
     """The error for a torch.cuda graph API name torch.musa does not provide yet, or None."""
-    modules, methods, _ = _CUDA_GRAPH_API_SINCE_2_15
+    modules, methods, _ = _CUDA_GRAPH_API_SINCE_2_14
     if name in (methods if owner == "MUSAGraph" else modules):
         return AttributeError(
-            f"{owner}.{name}: torch.cuda's graph API gained it in torch 2.15 and torch_musa does not provide "
+            f"{owner}.{name}: torch.cuda's graph API gained it in torch 2.14 and torch_musa does not provide "
             f"it yet (torch {torch.__version__}); capture with capture_begin/capture_end or torch.musa.graph, "
             f"and use debug_dump() to inspect a graph"
         )
