@@ -11,21 +11,16 @@
 #include "core/musa_check.h"
 #include "core/stream.h"
 #include "graphs/musa_graph.h"
+#include "ops/kernel_device.h"
 #include "version_gates.h"
 
 namespace torch_musa::graphs {
 namespace {
 
-c10::DeviceIndex cuda_ordinal(c10::DeviceIndex musa_device) {
-  int ordinal = 0;
-  MUSA_CHECK(musaDeviceGetDriverOrdinal(musa_device, &ordinal));
-  return static_cast<c10::DeviceIndex>(ordinal);
-}
-
 c10::cuda::CUDAStream cuda_stream_of(c10::Stream musa_stream) {
   void* native = nullptr;
   MUSA_CHECK(musaStreamGetNativeHandle(native_stream(musa_stream), &native));
-  return c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(native), cuda_ordinal(musa_stream.device_index()));
+  return c10::cuda::getStreamFromExternal(static_cast<cudaStream_t>(native), kernel_device().device_for(musa_stream.device_index()).index());
 }
 
 cudaStreamCaptureMode cuda_mode(musaStreamCaptureMode mode) {

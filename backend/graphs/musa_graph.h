@@ -11,6 +11,7 @@
 #include <c10/core/Stream.h>
 #include <musa/runtime.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -70,7 +71,8 @@ class MusaGraph {
   c10::DeviceIndex device_ = -1;
   std::optional<c10::Stream> stream_;
   c10::MempoolId_t pool_{0, 0};
-  unsigned long long capture_id_ = 0;
+  // Read by the allocator's stream filter on any thread (autograd's backward allocates on its own).
+  std::atomic<unsigned long long> capture_id_{0};
   std::mutex gen_mu_;
   std::vector<at::Generator> generators_;
   std::unique_ptr<CaptureEngine> engine_;

@@ -558,6 +558,11 @@ class HostDriver final : public Driver {
     return musaSuccess;
   }
   musaError_t isCapturing(MUstream_st* s, musaStreamCaptureStatus* st) override {
+    // Asked for every op: a stream that is not capturing needs no lock (as run() reads it).
+    if (!s->capture) {
+      *st = musaStreamCaptureStatusNone;
+      return musaSuccess;
+    }
     std::lock_guard<std::mutex> g(mu_);
     *st = !s->capture ? musaStreamCaptureStatusNone
                       : (static_cast<Capture*>(s->capture)->invalidated ? musaStreamCaptureStatusInvalidated
