@@ -56,7 +56,10 @@ elif torch._C._get_privateuse1_backend_name() != "musa":
     )
 
 from ._device import (  # noqa: E402
+    _DeviceGuard,
+    _exchange_device,
     _lazy_init,
+    _maybe_exchange_device,
     current_device,
     device,
     device_count,
@@ -74,7 +77,7 @@ from ._device import (  # noqa: E402
 )
 from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: E402
 from .graphs import MUSAGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables  # noqa: E402
-from . import _dynamo_musagraphs  # noqa: E402  (cheap: imports no torch._dynamo)
+from . import _dynamo_musagraphs, _inductor  # noqa: E402  (cheap: they import no torch._dynamo)
 from . import memory  # noqa: E402
 from .memory import (  # noqa: E402
     MemPool,
@@ -120,6 +123,9 @@ from .cuda_compat import enable_cuda_compat  # noqa: E402
 from .amp import get_amp_supported_dtype  # noqa: E402
 
 def __getattr__(name):
+    # Inductor finds a PrivateUse1 device's code generation as torch.<device>.Scheduling etc.
+    if name in _inductor.INDUCTOR_HOOK_NAMES:
+        return _inductor.device_module_attr(name)
     # torch.cuda names newer torches added that torch.musa does not provide yet say so.
     err = _version_gate.unsupported_graph_api("torch.musa", name)
     if err is not None:
@@ -130,6 +136,7 @@ def __getattr__(name):
 torch._register_device_module("musa", _sys.modules[__name__])
 distributed._register()
 _dynamo_musagraphs._install_lazy_registration()  # backend="musagraphs" once torch._dynamo loads
+_inductor.install()  # the musa device interface once torch._dynamo loads
 torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )

@@ -131,6 +131,40 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     return is_available()
 
 
+def _exchange_device(device: int) -> int:
+    """Makes ``device`` current and returns the previous one (negative: no change), as torch.cuda's."""
+    if device < 0:
+        return -1
+    prev = current_device()
+    if prev != device:
+        set_device(device)
+    return prev
+
+
+def _maybe_exchange_device(device: int) -> int:
+    """Like :func:`_exchange_device`, without starting the runtime if it is not started."""
+    if device < 0:
+        return -1
+    if not _initialized:
+        return -1
+    return _exchange_device(device)
+
+
+class _DeviceGuard:
+    """The index-only device guard generated code uses (torch.cuda._DeviceGuard's counterpart)."""
+
+    def __init__(self, index: int):
+        self.idx = index
+        self.prev_idx = -1
+
+    def __enter__(self):
+        self.prev_idx = _exchange_device(self.idx)
+
+    def __exit__(self, *args):
+        self.idx = _maybe_exchange_device(self.prev_idx)
+        return False
+
+
 class device:
     """Context manager that changes the current musa device."""
 

@@ -27,8 +27,6 @@ torch_musa._dynamo_musagraphs:musagraphs`` is the packaging-level equivalent.
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import sys
 import threading
 import warnings
 from typing import Any, Optional, Sequence
@@ -375,63 +373,12 @@ def musagraphs(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs
     return compiler(gm, example_inputs)
 
 
-def _register_musagraphs_backend() -> None:
-    """Add ``"musagraphs"`` to torch._dynamo's backend registry (imports it; idempotent)."""
-    from torch._dynamo.backends import registry
-
-    if BACKEND_NAME not in registry._COMPILER_FNS:
-        registry.register_backend(compiler_fn=musagraphs, name=BACKEND_NAME)
-
-
-class _RegistryHook(importlib.abc.MetaPathFinder):
-    """Registers the backend right after torch._dynamo's backend registry module has executed."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != _REGISTRY_MODULE:
-            return None
-        _remove_hook()
-        spec = None
-        for finder in list(sys.meta_path):
-            find = getattr(finder, "find_spec", None)
-            if find is None:
-                continue
-            spec = find(fullname, path, target)
-            if spec is not None:
-                break
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        run_module = spec.loader.exec_module
-
-        def exec_module(module):
-            run_module(module)
-            try:
-                if BACKEND_NAME not in module._COMPILER_FNS:
-                    module.register_backend(compiler_fn=musagraphs, name=BACKEND_NAME)
-            except Exception as e:  # pragma: no cover - registry changed shape
-                warnings.warn(f"torch_musa could not register the musagraphs backend: {e}", stacklevel=2)
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
-_hook: Optional[_RegistryHook] = None
-
-
-def _remove_hook() -> None:
-    global _hook
-    if _hook is not None:
-        try:
-            sys.meta_path.remove(_hook)
-        except ValueError:
-            pass
-        _hook = None
-
-
 def _install_lazy_registration() -> None:
     """Make ``backend="musagraphs"`` resolvable without importing torch._dynamo now."""
-    global _hook
-    if _REGISTRY_MODULE in sys.modules:
-        _register_musagraphs_backend()
-    elif _hook is None:
-        _hook = _RegistryHook()
-        sys.meta_path.insert(0, _hook)
+    from ._import_hooks import after_import
+
+    def register(registry) -> None:
+        if BACKEND_NAME not in registry._COMPILER_FNS:
+            registry.register_backend(compiler_fn=musagraphs, name=BACKEND_NAME)
+
+    after_import(_REGISTRY_MODULE, register)

@@ -105,6 +105,19 @@ PYBIND11_MODULE(_C, m) {
     MUSA_CHECK(musaDeviceGetStreamPriorityRange(&least, &greatest));
     return py::make_tuple(least, greatest);
   });
+  // The driver's handle behind the current musa stream (a cudaStream_t on the
+  // cuda driver): what compiled Triton kernels and extensions launch on.
+  m.def("_current_raw_stream", [](int d) {
+    void* native = nullptr;
+    MUSA_CHECK(musaStreamGetNativeHandle(native_stream(current_stream(static_cast<c10::DeviceIndex>(d))), &native));
+    return reinterpret_cast<uintptr_t>(native);
+  });
+  // The driver's own index of musa device d (the CUDA ordinal on the cuda driver).
+  m.def("_driver_ordinal", [](int d) {
+    int ord = 0;
+    MUSA_CHECK(musaDeviceGetDriverOrdinal(d, &ord));
+    return ord;
+  });
   m.def("_stream_priority", [](int64_t id, int device) {
     return stream_priority(c10::Stream(c10::Stream::UNSAFE,
                                        c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)),

@@ -1,0 +1,82 @@
+// The edges of a compiled region that runs on the kernel device.
+//
+// On the host driver Inductor compiles a musa graph as a CPU graph (its C++
+// kernels are keyed on the "cpu" device type), and these ops are where the
+// graph crosses over: musa inputs are seen as kernel-device tensors over the
+// same memory, kernel-device results become musa tensors without a copy, and
+// results meant for musa inputs (optimizer steps, buffers) are written into
+// them. None of them copies data except the last, which is the write itself.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include "ops/delegate.h"
+#include "ops/delegation.h"
+#include "ops/kernel_device.h"
+
+namespace torch_musa {
+namespace {
+using op_layer::tensor_over;
+
+constexpr auto kMusaKey = c10::DispatchKey::PrivateUse1;
+
+// A storage kept alive by a tensor of the other device that shares its memory.
+struct HeldStorage {
+  c10::Storage storage;
+};
+
+void release_held(void* ctx) { delete static_cast<HeldStorage*>(ctx); }
+
+// A storage on `device` over the memory of `held`, owning a reference to it
+// (not resizable: its memory belongs to `held`).
+c10::Storage storage_sharing(const c10::Storage& held, c10::Device device) {
+  void* data = const_cast<void*>(held.data());
+  c10::DataPtr ptr(data, new HeldStorage{held}, &release_held, device);
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), held.nbytes(),
+                                                            std::move(ptr), nullptr, false));
+}
+
+const c10::Storage* held_by(const c10::Storage& s) {
+  if (s.data_ptr().get_deleter() != &release_held) return nullptr;
+  return &static_cast<HeldStorage*>(s.data_ptr().get_context())->storage;
+}
+
+at::Tensor to_kernel_device(const at::Tensor& musa) {
+  TORCH_CHECK(musa.device().type() == c10::DeviceType::PrivateUse1,
+              "torch_musa::to_kernel_device expects a musa tensor, got one on ", musa.device());
+  KernelDevice& kd = kernel_device();
+  return tensor_over(storage_sharing(musa.storage(), kd.device_for(musa.device().index())), musa,
+                     kd.dispatch_key());
+}
+
+at::Tensor from_kernel_device(const at::Tensor& t, c10::Device device) {
+  TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1 && device.has_index(),
+              "torch_musa::from_kernel_device needs a musa device with an index, got ", device);
+  // A result that is (a view of) a region input goes back to that input's storage.
+  if (const c10::Storage* musa = held_by(t.storage());
+      musa != nullptr && musa->device().type() == c10::DeviceType::PrivateUse1)
+    return tensor_over(*musa, t, kMusaKey);
+  return tensor_over(storage_sharing(t.storage(), device), t, kMusaKey);
+}
+
+void copy_from_kernel_device_(const at::Tensor& self, const at::Tensor& src) {
+  at::Tensor dst = alias_on_kernel_device(self);
+  KernelDeviceCallGuard guard;
+  dst.copy_(src);
+}
+
+}  // namespace
+
+TORCH_LIBRARY(torch_musa, m) {
+  m.def("to_kernel_device(Tensor(a) self) -> Tensor(a)");
+  m.def("from_kernel_device(Tensor(a) self, Device device) -> Tensor(a)");
+  m.def("copy_from_kernel_device_(Tensor(a!) self, Tensor src) -> ()");
+}
+
+TORCH_LIBRARY_IMPL(torch_musa, PrivateUse1, m) {
+  m.impl("to_kernel_device", &to_kernel_device);
+  m.impl("copy_from_kernel_device_", &copy_from_kernel_device_);
+}
+
+TORCH_LIBRARY_IMPL(torch_musa, CPU, m) { m.impl("from_kernel_device", &from_kernel_device); }
+
+}  // namespace torch_musa

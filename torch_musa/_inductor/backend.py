@@ -1,0 +1,110 @@
+"""Inductor's code generation for musa, registered through torch's PrivateUse1 hooks.
+
+Inductor asks the device module for ``Scheduling``, ``PythonWrapperCodegen``,
+``CppWrapperCodegen`` and ``WrapperFxCodegen`` (``torch.musa.<name>``, resolved
+here lazily so importing torch_musa never imports Inductor). What it gets
+depends on the driver, because the generated kernels run on the driver's
+kernel device directly over musa memory:
+
+* host driver: musa memory is host memory, so Inductor's C++/OpenMP kernels
+  (CppScheduling) run on it as they do on CPU tensors;
+* cuda driver: musa memory is CUDA memory, so Triton kernels (TritonScheduling)
+  run on it, launched on the current musa stream's CUDA stream.
+
+The wrapper is Inductor's Python wrapper; buffers it allocates are musa
+tensors, and ops without a lowering run as aten calls through the op layer.
+Importing this module also registers the musa DeviceOpOverrides (the lines the
+wrapper emits for device guards and raw streams) and, on the cuda driver,
+makes ``musa`` one of Inductor's GPU device types.
+"""
+from __future__ import annotations
+
+import torch
+from torch._inductor.codegen.common import DeviceOpOverrides, register_device_op_overrides
+
+import torch_musa
+
+_TYPE = "musa"
+
+
+def _on_gpu() -> bool:
+    return torch_musa.get_driver_name() == "cuda"
+
+
+class MusaDeviceOpOverrides(DeviceOpOverrides):
+    """Lines of the generated Python wrapper that talk to the device."""
+
+    def import_get_raw_stream_as(self, name: str) -> str:
+        return f"from torch_musa._inductor.device_interface import get_raw_stream as {name}"
+
+    def set_device(self, device_idx: int) -> str:
+        return f"torch.musa.set_device({device_idx})"
+
+    def synchronize(self) -> str:
+        return "torch.musa.synchronize()"
+
+    def device_guard(self, device_idx: int) -> str:
+        return f"torch.musa._DeviceGuard({device_idx})"
+
+    def current_stream(self) -> str:
+        return "torch.musa.current_stream()"
+
+
+def _scheduling():
+    # A class, not a factory: Inductor tells Triton backends by subclass checks.
+    if _on_gpu():
+        from torch._inductor.codegen.triton import TritonScheduling
+
+        return TritonScheduling
+    from torch._inductor.codegen.cpp import CppScheduling
+
+    return CppScheduling
+
+
+def _python_wrapper():
+    from . import wrapper
+
+    return wrapper.MusaPythonWrapperCodegen
+
+
+def _cpp_wrapper():
+    if _on_gpu():
+        from torch._inductor.codegen.cpp_wrapper_gpu import CppWrapperGpu
+
+        return CppWrapperGpu
+    from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+
+    return CppWrapperCpu
+
+
+def _fx_wrapper():
+    from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
+
+    return WrapperFxCodegen
+
+
+def _register() -> None:
+    from torch._inductor.codegen.common import register_backend_for_device
+
+    register_device_op_overrides(_TYPE, MusaDeviceOpOverrides())
+    if _on_gpu():
+        from torch._inductor import utils
+
+        if _TYPE not in utils.GPU_TYPES:
+            utils.GPU_TYPES.append(_TYPE)
+        device_pass = None
+    else:
+        from .kernel_device_pass import KernelDevicePass
+
+        device_pass = KernelDevicePass()
+    register_backend_for_device(_TYPE, _scheduling(), _python_wrapper(), _cpp_wrapper(), _fx_wrapper(),
+                                device_custom_pass=device_pass)
+
+
+_register()
+
+#: What ``torch.musa.<name>`` answers for Inductor's PrivateUse1 hook names. Inductor
+#: registers a backend from all four of them, without a device pass; resolving
+#: ``Scheduling`` imports this module, which has registered musa's complete backend
+#: by then, so ``CppWrapperCodegen`` is left unanswered and Inductor keeps it.
+DEVICE_MODULE_ATTRS = {"Scheduling": _scheduling, "PythonWrapperCodegen": _python_wrapper}

@@ -1,0 +1,160 @@
+"""Compile a musa graph as a graph of the kernel device (the host driver's CPU).
+
+Inductor chooses its code generation by device type: C++/OpenMP kernels are
+what it makes for ``cpu``, and every other device type is treated as a Triton
+GPU. On the host driver musa memory is host memory, so the fastest correct
+code for a musa graph is exactly the code Inductor makes for the same graph on
+CPU tensors. This post-grad pass (Inductor's per-device custom pass) turns the
+graph into that graph:
+
+* each musa input is viewed as a CPU tensor over the same memory
+  (``torch_musa::to_kernel_device``: no copy);
+* every musa device argument becomes ``cpu``, and every value's metadata with it;
+* each result that was musa becomes a musa tensor over the CPU result's
+  memory (``torch_musa::from_kernel_device``: no copy; a result that views an
+  input gets that input's own storage back);
+* writes into musa inputs (``copy_`` for optimizer steps, running stats) go
+  straight into their memory (``torch_musa::copy_from_kernel_device_``).
+
+Everything between is Inductor's CPU pipeline, untouched: fusion, vectorized
+C++ kernels, OpenMP, the FX graph and kernel caches.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Optional
+
+import torch
+import torch.fx
+from torch._inductor.custom_graph_pass import CustomGraphModulePass
+from torch.utils._pytree import tree_map
+
+_MUSA = "musa"
+_CPU = torch.device("cpu")
+_ops = torch.ops.torch_musa
+
+
+def _is_musa_tensor(v: Any) -> bool:
+    return isinstance(v, torch.Tensor) and v.device.type == _MUSA
+
+
+def _over_same_memory(x: torch.Tensor, device) -> torch.Tensor:
+    """A tensor of ``device`` with x's size, strides and offset into a storage as large as x's."""
+    numel = x.untyped_storage().nbytes() // x.element_size()
+    base = torch.empty(numel, dtype=x.dtype, device=device)
+    return torch.ops.aten.as_strided.default(base, x.size(), x.stride(), x.storage_offset())
+
+
+@torch.library.register_fake("torch_musa::to_kernel_device")
+def _to_kernel_device_fake(x):
+    return _over_same_memory(x, _CPU)
+
+
+@torch.library.register_fake("torch_musa::from_kernel_device")
+def _from_kernel_device_fake(x, device):
+    return _over_same_memory(x, device)
+
+
+@torch.library.register_fake("torch_musa::copy_from_kernel_device_")
+def _copy_from_kernel_device_fake(x, src):
+    return None
+
+
+def _to_cpu_device(a: Any) -> Any:
+    if isinstance(a, torch.device) and a.type == _MUSA:
+        return _CPU
+    return a
+
+
+class KernelDevicePass(CustomGraphModulePass):
+    """Rewrites a post-grad musa graph to run on the host driver's kernel device (CPU)."""
+
+    def __call__(self, gm: torch.fx.GraphModule) -> None:
+        graph = gm.graph
+        fake_mode = _fake_mode_of(graph)
+        if fake_mode is None:  # no tensors at all: nothing to move
+            return
+
+        def cpu_fake(v: Any) -> Any:
+            if not _is_musa_tensor(v):
+                return v
+            with fake_mode:
+                return torch.empty_strided(v.size(), v.stride(), dtype=v.dtype, device=_CPU)
+
+        output = graph.find_nodes(op="output")[0]
+        placeholders = list(graph.find_nodes(op="placeholder"))
+        last_input = placeholders[-1] if placeholders else None
+        originals = {n: n.meta.get("val") for n in graph.nodes}
+
+        # 1. Inputs (and musa constants): one CPU view each, used by everything but
+        #    the graph's outputs and the writes back into them.
+        sources = [n for n in graph.nodes
+                   if n.op in ("placeholder", "get_attr") and _is_musa_tensor(_value_of(gm, n))]
+        for src in sources:
+            anchor = last_input if src.op == "placeholder" else src
+            with graph.inserting_after(anchor):
+                view = graph.call_function(_ops.to_kernel_device.default, (src,))
+            with fake_mode:
+                view.meta["val"] = _over_same_memory(_value_of(gm, src), _CPU)
+            for user in list(src.users):
+                if user is view or user is output or _writes_into(user, src):
+                    continue
+                user.replace_input_with(src, view)
+
+        # 2. Writes into musa inputs go straight into their memory.
+        for node in list(graph.nodes):
+            if node.op == "call_function" and node.target is torch.ops.aten.copy_.default \
+                    and _is_musa_tensor(originals.get(node.args[0])) and node.args[0] in sources:
+                dst, src = node.args[0], node.args[1]
+                with graph.inserting_before(node):
+                    write = graph.call_function(_ops.copy_from_kernel_device_.default, (dst, src))
+                write.meta["val"] = None
+                node.replace_all_uses_with(dst)
+                graph.erase_node(node)
+
+        # 3. Everything else computes on CPU.
+        for node in graph.nodes:
+            if node.op != "call_function" or node.target in (
+                    _ops.to_kernel_device.default, _ops.copy_from_kernel_device_.default):
+                continue
+            node.args = tree_map(_to_cpu_device, node.args)
+            node.kwargs = tree_map(_to_cpu_device, node.kwargs)
+            if "val" in node.meta:
+                node.meta["val"] = tree_map(cpu_fake, node.meta["val"])
+
+        # 4. Results that were musa go back as musa tensors over the same memory.
+        def back_to_musa(a: Any) -> Any:
+            if not isinstance(a, torch.fx.Node) or a.op in ("placeholder", "get_attr"):
+                return a
+            was = originals.get(a)
+            if not _is_musa_tensor(was):
+                return a
+            with graph.inserting_before(output):
+                musa = graph.call_function(_ops.from_kernel_device.default, (a, was.device))
+            musa.meta["val"] = was
+            return musa
+
+        output.args = tree_map(back_to_musa, output.args)
+        graph.lint()
+        gm.recompile()
+
+    def uuid(self) -> Optional[Any]:
+        with open(__file__, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+
+
+def _value_of(gm: torch.fx.GraphModule, node: torch.fx.Node) -> Any:
+    if node.op == "get_attr":
+        return getattr(gm, node.target, None)
+    return node.meta.get("val")
+
+
+def _writes_into(node: torch.fx.Node, target: torch.fx.Node) -> bool:
+    return node.op == "call_function" and node.target is torch.ops.aten.copy_.default and node.args[0] is target
+
+
+def _fake_mode_of(graph: torch.fx.Graph):
+    from torch._guards import detect_fake_mode
+
+    vals = [n.meta.get("val") for n in graph.nodes]
+    return detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
