@@ -73,9 +73,20 @@ def _wrap(s: torch.Stream) -> Stream:
 
 
 def current_stream(device=None) -> Stream:
+    if torch.compiler.is_compiling():
+        # What Dynamo traces (into a stream it tracks), as it does torch.cuda.current_stream.
+        if device is None:
+            return torch.accelerator.current_stream()
+        return torch.accelerator.current_stream(torch.device(_traced_device(device)))
     _lazy_init()
     index = _check_index(_index(device))
     return _wrap(torch.accelerator.current_stream(torch.device("musa", index)))
+
+
+def _traced_device(device) -> str:
+    if isinstance(device, int):
+        return f"musa:{device}"
+    return str(device)
 
 
 def default_stream(device=None) -> Stream:

@@ -108,9 +108,11 @@ PYBIND11_MODULE(_C, m) {
   // The driver's handle behind the current musa stream (a cudaStream_t on the
   // cuda driver): what compiled Triton kernels and extensions launch on.
   m.def("_current_raw_stream", [](int d) {
+    musaStream_t s = native_stream(current_stream(static_cast<c10::DeviceIndex>(d)));
     void* native = nullptr;
-    MUSA_CHECK(musaStreamGetNativeHandle(native_stream(current_stream(static_cast<c10::DeviceIndex>(d))), &native));
-    return reinterpret_cast<uintptr_t>(native);
+    MUSA_CHECK(musaStreamGetNativeHandle(s, &native));
+    // The host driver has no handle below its own streams: the musa stream is the handle.
+    return reinterpret_cast<uintptr_t>(native != nullptr ? native : static_cast<void*>(s));
   });
   // The driver's own index of musa device d (the CUDA ordinal on the cuda driver).
   m.def("_driver_ordinal", [](int d) {

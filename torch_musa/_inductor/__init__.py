@@ -12,14 +12,30 @@ from torch_musa._import_hooks import after_import
 INDUCTOR_HOOK_NAMES = ("Scheduling", "PythonWrapperCodegen")
 
 
+#: torch.musa calls Dynamo handles as it does torch.cuda's, instead of tracing into them:
+#: ``stream(s)`` becomes Dynamo's stream context (it knows it from the device interface).
+#: ``current_stream()`` needs nothing: while compiling it is torch.accelerator's, which Dynamo tracks.
+_IN_GRAPH_CALLS = ("stream",)
+
+
 def _register_device_interface(_module) -> None:
     from . import device_interface
 
     device_interface.register()
+    _allow_stream_calls_in_graph()
+
+
+def _allow_stream_calls_in_graph() -> None:
+    import torch
+    import torch_musa
+
+    torch.compiler.allow_in_graph([getattr(torch_musa, name) for name in _IN_GRAPH_CALLS])
 
 
 def install() -> None:
-    after_import("torch._dynamo.device_interface", _register_device_interface)
+    # The package, not torch._dynamo.device_interface: that module loads while torch._dynamo is
+    # half-initialized, and allow_in_graph needs all of it.
+    after_import("torch._dynamo", _register_device_interface)
 
 
 def device_module_attr(name: str):

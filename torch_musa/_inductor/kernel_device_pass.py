@@ -112,15 +112,19 @@ class KernelDevicePass(CustomGraphModulePass):
                 node.replace_all_uses_with(dst)
                 graph.erase_node(node)
 
-        # 3. Everything else computes on CPU.
+        # 3. Everything else computes on CPU, inside subgraphs (control flow, stream
+        #    regions) too: their inputs now come from CPU values.
+        boundary = (_ops.to_kernel_device.default, _ops.copy_from_kernel_device_.default)
         for node in graph.nodes:
-            if node.op != "call_function" or node.target in (
-                    _ops.to_kernel_device.default, _ops.copy_from_kernel_device_.default):
-                continue
-            node.args = tree_map(_to_cpu_device, node.args)
-            node.kwargs = tree_map(_to_cpu_device, node.kwargs)
-            if "val" in node.meta:
-                node.meta["val"] = tree_map(cpu_fake, node.meta["val"])
+            if node.op == "call_function" and node.target not in boundary:
+                _move_node_to_cpu(node, cpu_fake)
+        for name, sub in gm.named_modules():
+            if name and isinstance(sub, torch.fx.GraphModule):
+                _strip_boundary(sub.graph)
+                for node in sub.graph.nodes:
+                    if node.op in ("placeholder", "call_function"):
+                        _move_node_to_cpu(node, cpu_fake)
+                sub.recompile()
 
         # 4. Results that were musa go back as musa tensors over the same memory.
         def back_to_musa(a: Any) -> Any:
@@ -141,6 +145,34 @@ class KernelDevicePass(CustomGraphModulePass):
     def uuid(self) -> Optional[Any]:
         with open(__file__, "rb") as f:
             return hashlib.sha256(f.read()).hexdigest()
+
+
+def _strip_boundary(graph: torch.fx.Graph) -> None:
+    """Undoes this pass's edges in a subgraph it ran on first (Inductor passes subgraphs
+    before their parent): once the parent runs on CPU, the subgraph's inputs already are."""
+    for node in list(graph.nodes):
+        if node.op != "call_function":
+            continue
+        if node.target in (_ops.to_kernel_device.default, _ops.from_kernel_device.default):
+            node.replace_all_uses_with(node.args[0])
+            graph.erase_node(node)
+        elif node.target is _ops.copy_from_kernel_device_.default:
+            with graph.inserting_before(node):
+                graph.call_function(torch.ops.aten.copy_.default, node.args)
+            graph.erase_node(node)
+
+
+def _move_node_to_cpu(node: torch.fx.Node, cpu_fake) -> None:
+    # The host driver runs work inline in program order, so a CPU kernel's stream does not
+    # matter (and Inductor only declares user streams for GPU graphs); the graph's own
+    # stream ops (waits, event records) stay and still run.
+    custom = node.meta.get("custom")
+    if isinstance(custom, dict) and "stream" in custom:
+        node.meta["custom"] = {k: v for k, v in custom.items() if k != "stream"}
+    node.args = tree_map(_to_cpu_device, node.args)
+    node.kwargs = tree_map(_to_cpu_device, node.kwargs)
+    if "val" in node.meta:
+        node.meta["val"] = tree_map(cpu_fake, node.meta["val"])
 
 
 def _value_of(gm: torch.fx.GraphModule, node: torch.fx.Node) -> Any:

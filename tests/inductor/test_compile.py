@@ -1,0 +1,200 @@
+"""torch.compile with Inductor on musa tensors: compiled results equal eager ones.
+
+Host driver: Inductor's C++ kernels over musa memory. cuda driver: Triton kernels on the
+current musa stream. Compiles are slow on CI's two cores, so the models are tiny.
+"""
+import copy
+import os
+
+import pytest
+import torch
+from torch import nn
+from torch._dynamo.testing import CompileCounterWithBackend
+from torch._inductor.utils import run_and_get_code
+
+ON_GPU = torch.musa.get_driver_name() == "cuda" if torch.musa.is_available() else False
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _kernel_kind(code: str) -> str:
+    if "@triton.jit" in code:
+        return "triton"
+    if "cpp_fused" in code and 'extern "C"' in code:
+        return "cpp"
+    return "none"
+
+
+def test_fused_kernel_runs_on_musa_memory(device):
+    def f(x, y):
+        return (x.sin() + y).relu().sum(1) * 2
+
+    x, y = torch.randn(64, 64, device=device), torch.randn(64, 64, device=device)
+    out, (code, *_) = run_and_get_code(torch.compile(f), x, y)
+    assert out.device == device
+    torch.testing.assert_close(out, f(x, y), rtol=1e-5, atol=1e-5)
+    assert _kernel_kind(code) == ("triton" if ON_GPU else "cpp")
+    assert "aten.sin" not in code  # fused, not one aten call per op
+
+
+def test_result_lands_on_the_input_device(two_devices):
+    _, d1 = two_devices
+    x = torch.randn(16, 16, device=d1)
+    out = torch.compile(lambda a: (a.cos() * 3).sum(0))(x)
+    assert out.device == d1
+    torch.testing.assert_close(out, (x.cos() * 3).sum(0))
+
+
+def test_inputs_mutated_in_place_and_views_of_inputs(device):
+    def f(x, buf):
+        buf.mul_(0.5).add_(x)  # mutation of a graph input
+        return x.t(), buf.sum()  # a view of an input, and a reduction
+
+    x = torch.randn(8, 4, device=device)
+    buf = torch.ones(8, 4, device=device)
+    ref_buf = buf.clone()
+    view, total = torch.compile(f)(x, buf)
+    ref_buf.mul_(0.5).add_(x)
+    torch.testing.assert_close(buf, ref_buf)
+    assert view.data_ptr() == x.data_ptr() and view.device == device
+    torch.testing.assert_close(total, ref_buf.sum())
+    x.zero_()
+    assert view.abs().sum().item() == 0  # still the input's memory
+
+
+def _train(model, steps, make_batch, loss_fn, compile_model):
+    torch.manual_seed(0)
+    run = torch.compile(model) if compile_model else model
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    losses = []
+    for step in range(steps):
+        x, y = make_batch(step)
+        loss = loss_fn(run(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    return losses
+
+
+def _check_training(model, make_batch, loss_fn, rtol=1e-4, atol=1e-4):
+    compiled_model = copy.deepcopy(model)
+    eager = _train(model, 5, make_batch, loss_fn, compile_model=False)
+    compiled = _train(compiled_model, 5, make_batch, loss_fn, compile_model=True)
+    torch.testing.assert_close(compiled, eager, rtol=rtol, atol=atol)
+    assert eager[-1] < eager[0]  # it trained
+    # (Parameters are not compared: Adam turns rounding noise in a zero gradient, such as a
+    # bias before batch norm, into a full step either way.)
+
+
+def test_mlp_training_matches_eager(device):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4)).to(device)
+    data = [(torch.randn(8, 16, device=device), torch.randn(8, 4, device=device)) for _ in range(1)]
+    _check_training(model, lambda i: data[0], nn.functional.mse_loss)
+
+
+def test_cnn_training_matches_eager(device):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(8 * 4 * 4, 10)).to(device)
+    data = [(torch.randn(4, 3, 8, 8, device=device), torch.randint(0, 10, (4,), device=device)) for _ in range(1)]
+    _check_training(model, lambda i: data[0], nn.functional.cross_entropy)
+    assert model[1].num_batches_tracked.item() == 5  # running stats were written back
+
+
+class TinyLM(nn.Module):
+    def __init__(self, vocab=64, dim=32):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.block = nn.TransformerEncoderLayer(dim, 4, 64, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, idx):
+        mask = nn.Transformer.generate_square_subsequent_mask(idx.shape[1], device=idx.device)
+        return self.head(self.block(self.emb(idx), src_mask=mask, is_causal=True))
+
+
+def test_transformer_lm_training_matches_eager(device):
+    torch.manual_seed(0)
+    model = TinyLM().to(device)
+    data = [torch.randint(0, 64, (4, 16), device=device) for _ in range(1)]
+    _check_training(model, lambda i: (data[0], data[0]),
+                    lambda logits, y: nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten()))
+
+
+def test_dynamic_shapes_bounded_recompiles(device):
+    cnt = CompileCounterWithBackend("inductor")
+    f = torch.compile(lambda a: nn.functional.gelu(a) @ a.t(), backend=cnt)
+    for n in (3, 5, 9):  # the second length marks the dimension dynamic; the third reuses it
+        a = torch.randn(n, 4, device=device)
+        torch.testing.assert_close(f(a), nn.functional.gelu(a) @ a.t(), rtol=1e-5, atol=1e-5)
+    assert cnt.frame_count == 2
+
+
+def test_op_without_lowering_falls_back_to_the_op_layer(device):
+    @torch.library.custom_op("musa_test::scaled_cumprod", mutates_args=())
+    def scaled_cumprod(x: torch.Tensor, s: float) -> torch.Tensor:
+        return torch.cumprod(x, 0) * s
+
+    @scaled_cumprod.register_fake
+    def _(x, s):
+        return torch.empty_like(x)
+
+    def f(x):
+        return scaled_cumprod(x.exp(), 2.0) + torch.linalg.slogdet(x @ x.t() + 4 * torch.eye(4, device=x.device))[1]
+
+    x = torch.randn(4, 4, device=device)
+    out, (code, *_) = run_and_get_code(torch.compile(f), x)
+    torch.testing.assert_close(out, f(x), rtol=1e-4, atol=1e-4)
+    assert "musa_test.scaled_cumprod" in code
+
+
+def test_compiled_optimizer_step_matches_eager(device):
+    torch.manual_seed(0)
+    params = [torch.randn(8, 8, device=device, requires_grad=True) for _ in range(2)]
+    ref = [p.detach().clone().requires_grad_() for p in params]
+    for ps in (params, ref):
+        for p in ps:
+            p.grad = torch.ones_like(p)
+    opt, ref_opt = torch.optim.Adam(params, lr=0.1), torch.optim.Adam(ref, lr=0.1)
+    step = torch.compile(opt.step)
+    for _ in range(2):
+        step()
+        ref_opt.step()
+    for p, r in zip(params, ref):
+        torch.testing.assert_close(p, r)
+
+
+def test_reduce_overhead_mode_gives_eager_results(device):
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU()).to(device)
+    cmodel = torch.compile(model, mode="reduce-overhead")
+    for _ in range(3):
+        x = torch.randn(4, 8, device=device)
+        torch.testing.assert_close(cmodel(x), model(x))
+
+
+CACHE_PROBE = """
+import torch, torch_musa
+from torch._dynamo.utils import counters
+f = torch.compile(lambda a: (a.tanh() * 3 + 1).sum(1))
+x = torch.arange(32.0, device="musa").reshape(4, 8)
+torch.testing.assert_close(f(x), (x.tanh() * 3 + 1).sum(1))
+print("HITS", counters["inductor"]["fxgraph_cache_hit"], "MISSES", counters["inductor"]["fxgraph_cache_miss"])
+"""
+
+
+def test_second_process_compiles_from_the_cache(run_py, tmp_path):
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1",
+           "TORCH_MUSA_DRIVER": os.environ.get("TORCH_MUSA_DRIVER", "host")}
+    first = run_py(CACHE_PROBE, env=env, timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "HITS 0 MISSES 1" in first.stdout
+    second = run_py(CACHE_PROBE, env=env, timeout=300)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert "HITS 1 MISSES 0" in second.stdout
