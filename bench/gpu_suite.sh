@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build torch_musa with the cuda driver, run the test suite
 # on the GPU (TORCH_MUSA_DRIVER=cuda), then the benchmarks. Logs go to $OUT.
-#   bash bench/gpu_suite.sh [build|tests|dist|graphs|bench|opinfo|overhead|alloc|vmm|all]...
+#   bash bench/gpu_suite.sh [build|tests|dist|graphs|compile|bench|opinfo|overhead|alloc|vmm|all]...
 set -u
 OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
@@ -51,6 +51,15 @@ if has graphs; then
   timeout ${GRAPHS_TIMEOUT:-400} python3 -m pytest tests/graphs -q -rs -p no:cacheprovider --timeout=300 >"$OUT/graphs.log" 2>&1
   summary+=("graphs (cuda driver): $(tail -1 "$OUT/graphs.log") ($((SECONDS - t0)) s)")
   timeout ${GRAPH_BENCH_TIMEOUT:-300} python3 bench/graph_bench.py ${GRAPH_BENCH_ARGS:---rounds 3} 2>&1 | tee "$OUT/graph_bench.log" | tail -12
+fi
+if has compile; then
+  # torch.compile on the cuda driver (Triton kernels on musa streams), then compiled musa against native compiled cuda.
+  t0=$SECONDS
+  timeout ${COMPILE_TIMEOUT:-400} python3 -m pytest tests/inductor -q -rs -p no:cacheprovider --timeout=300 ${COMPILE_TEST_ARGS:-} >"$OUT/compile.log" 2>&1
+  summary+=("compile (cuda driver): $(tail -1 "$OUT/compile.log") ($((SECONDS - t0)) s)")
+  if [[ -f bench/compile_bench.py ]]; then
+    timeout ${COMPILE_BENCH_TIMEOUT:-400} python3 bench/compile_bench.py ${COMPILE_BENCH_ARGS:-} 2>&1 | tee "$OUT/compile_bench.log" | tail -12
+  fi
 fi
 if has opinfo; then
   t0=$SECONDS

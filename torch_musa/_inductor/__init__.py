@@ -36,6 +36,11 @@ def install() -> None:
     # The package, not torch._dynamo.device_interface: that module loads while torch._dynamo is
     # half-initialized, and allow_in_graph needs all of it.
     after_import("torch._dynamo", _register_device_interface)
+    # Compile workers import torch (which autoloads torch_musa) and then Triton: the musa
+    # target must be known there too, so it is registered whenever Triton loads.
+    from . import triton_target
+
+    after_import("triton", triton_target.register)
 
 
 def device_module_attr(name: str):

@@ -91,6 +91,10 @@ def _register() -> None:
         from torch._inductor import utils
 
         if _TYPE not in utils.GPU_TYPES:
+            # Inductor's single-GPU-type query (which constructors to move to "the" GPU,
+            # interconnect tables) must keep answering "cuda" once musa, which runs on the
+            # same GPUs, is a GPU type too: it is cached, so ask it first.
+            utils.get_gpu_type()
             utils.GPU_TYPES.append(_TYPE)
         device_pass = None
     else:
