@@ -23,6 +23,7 @@ def _register_device_interface(_module) -> None:
 
     device_interface.register()
     _allow_stream_calls_in_graph()
+    _run_rng_state_calls_eagerly()
 
 
 def _allow_stream_calls_in_graph() -> None:
@@ -30,6 +31,24 @@ def _allow_stream_calls_in_graph() -> None:
     import torch_musa
 
     torch.compiler.allow_in_graph([getattr(torch_musa, name) for name in _IN_GRAPH_CALLS])
+
+
+#: torch.musa's generator-state calls: like torch.cuda's, Dynamo must not trace them (a graph
+#: break, then an eager call): a generator's state is not an aten op, so a traced graph could
+#: not keep it right.
+_RNG_STATE_CALLS = ("manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state",
+                    "get_rng_state_all", "set_rng_state", "set_rng_state_all")
+
+
+def _run_rng_state_calls_eagerly() -> None:
+    import torch
+    import torch_musa
+    from torch_musa import random
+
+    for name in _RNG_STATE_CALLS:
+        eager = torch._dynamo.disable(getattr(random, name), recursive=True)
+        setattr(random, name, eager)
+        setattr(torch_musa, name, eager)
 
 
 def install() -> None:

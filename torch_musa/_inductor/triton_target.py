@@ -1,4 +1,4 @@
-"""The Triton target for musa kernels on the cuda driver.
+"""The Triton target for musa kernels on the cuda driver (autotuning's benchmark builds).
 
 Inductor names a kernel's Triton target after the tensor's device type, so musa
 kernels ask Triton for a ``musa`` target. On the cuda driver musa memory is CUDA
@@ -29,6 +29,11 @@ def register(_triton=None) -> None:
         def __init__(self, target) -> None:
             super().__init__(target)
             self.target = GPUTarget("cuda", target.arch, target.warp_size)
+
+        def hash(self) -> str:
+            # Triton's cache keeps the target a kernel was built for: musa-target builds must
+            # not answer a native process's lookups for the same source (it has no musa backend).
+            return f"{_NAME}-{super().hash()}"
 
     class InactiveCudaDriver(CudaDriver):
         @staticmethod
