@@ -70,7 +70,7 @@ def test_inputs_mutated_in_place_and_views_of_inputs(device):
 
 def _train(model, steps, make_batch, loss_fn, compile_model):
     torch.manual_seed(0)
-    run = torch.compile(model) if compile_model else model
+    run = torch.compile(model, fullgraph=True) if compile_model else model  # standard models: no graph breaks
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     losses = []
     for step in range(steps):
@@ -138,6 +138,15 @@ def test_dynamic_shapes_bounded_recompiles(device):
     assert cnt.frame_count == 2
 
 
+def test_dynamic_true_compiles_once_for_all_lengths(device):
+    cnt = CompileCounterWithBackend("inductor")
+    f = torch.compile(lambda a: torch.softmax(a * 2, dim=-1).sum(0), backend=cnt, dynamic=True)
+    for n in (4, 7, 13):
+        a = torch.randn(n, 6, device=device)
+        torch.testing.assert_close(f(a), torch.softmax(a * 2, dim=-1).sum(0))
+    assert cnt.frame_count == 1
+
+
 def test_op_without_lowering_falls_back_to_the_op_layer(device):
     @torch.library.custom_op("musa_test::scaled_cumprod", mutates_args=())
     def scaled_cumprod(x: torch.Tensor, s: float) -> torch.Tensor:
@@ -170,6 +179,12 @@ def test_compiled_optimizer_step_matches_eager(device):
         ref_opt.step()
     for p, r in zip(params, ref):
         torch.testing.assert_close(p, r)
+
+
+def test_max_autotune_mode_matches_eager(device):
+    a, b = torch.randn(64, 32, device=device), torch.randn(32, 48, device=device)
+    f = torch.compile(lambda a, b: torch.relu(a @ b) + 1, mode="max-autotune")
+    torch.testing.assert_close(f(a, b), torch.relu(a @ b) + 1, rtol=1e-4, atol=1e-4)
 
 
 def test_reduce_overhead_mode_gives_eager_results(device):

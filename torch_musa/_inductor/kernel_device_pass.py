@@ -27,6 +27,7 @@ from typing import Any, Optional
 import torch
 import torch.fx
 from torch._inductor.custom_graph_pass import CustomGraphModulePass
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils._pytree import tree_map
 
 _MUSA = "musa"
@@ -86,20 +87,28 @@ class KernelDevicePass(CustomGraphModulePass):
         last_input = placeholders[-1] if placeholders else None
         originals = {n: n.meta.get("val") for n in graph.nodes}
 
-        # 1. Inputs (and musa constants): one CPU view each, used by everything but
-        #    the graph's outputs and the writes back into them.
-        sources = [n for n in graph.nodes
-                   if n.op in ("placeholder", "get_attr") and _is_musa_tensor(_value_of(gm, n))]
+        # 1. Inputs: one CPU view each, used by everything but the graph's outputs and the
+        #    writes back into them. Constants (real tensors the graph module holds) are
+        #    replaced by their CPU views outright.
+        sources = [n for n in placeholders if _is_musa_tensor(n.meta.get("val"))]
         for src in sources:
-            anchor = last_input if src.op == "placeholder" else src
-            with graph.inserting_after(anchor):
+            with graph.inserting_after(last_input):
                 view = graph.call_function(_ops.to_kernel_device.default, (src,))
             with fake_mode:
-                view.meta["val"] = _over_same_memory(_value_of(gm, src), _CPU)
+                view.meta["val"] = _over_same_memory(src.meta["val"], _CPU)
             for user in list(src.users):
                 if user is view or user is output or _writes_into(user, src):
                     continue
                 user.replace_input_with(src, view)
+        constant_devices = {}
+        for node in graph.find_nodes(op="get_attr"):
+            value = _attr(gm, node.target)
+            if _is_musa_tensor(value):
+                constant_devices[node] = value.device
+                with unset_fake_temporarily():
+                    _set_attr(gm, node.target, _ops.to_kernel_device.default(value))
+                if "val" in node.meta:
+                    node.meta["val"] = tree_map(cpu_fake, node.meta["val"])
 
         # 2. Writes into musa inputs go straight into their memory.
         for node in list(graph.nodes):
@@ -128,14 +137,16 @@ class KernelDevicePass(CustomGraphModulePass):
 
         # 4. Results that were musa go back as musa tensors over the same memory.
         def back_to_musa(a: Any) -> Any:
-            if not isinstance(a, torch.fx.Node) or a.op in ("placeholder", "get_attr"):
+            if not isinstance(a, torch.fx.Node) or a.op == "placeholder":
                 return a
             was = originals.get(a)
-            if not _is_musa_tensor(was):
+            device = constant_devices.get(a) if a.op == "get_attr" else getattr(was, "device", None)
+            if device is None or device.type != _MUSA:
                 return a
             with graph.inserting_before(output):
-                musa = graph.call_function(_ops.from_kernel_device.default, (a, was.device))
-            musa.meta["val"] = was
+                musa = graph.call_function(_ops.from_kernel_device.default, (a, device))
+            if was is not None:
+                musa.meta["val"] = was
             return musa
 
         output.args = tree_map(back_to_musa, output.args)
@@ -175,10 +186,22 @@ def _move_node_to_cpu(node: torch.fx.Node, cpu_fake) -> None:
         node.meta["val"] = tree_map(cpu_fake, node.meta["val"])
 
 
-def _value_of(gm: torch.fx.GraphModule, node: torch.fx.Node) -> Any:
-    if node.op == "get_attr":
-        return getattr(gm, node.target, None)
-    return node.meta.get("val")
+def _attr(gm: torch.fx.GraphModule, target: str) -> Any:
+    obj = gm
+    for part in target.split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def _set_attr(gm: torch.fx.GraphModule, target: str, value: torch.Tensor) -> None:
+    prefix, _, name = target.rpartition(".")
+    owner = gm.get_submodule(prefix) if prefix else gm
+    if name in owner._parameters:
+        owner._parameters[name] = torch.nn.Parameter(value, requires_grad=False)
+    elif name in owner._buffers:
+        owner._buffers[name] = value
+    else:
+        setattr(owner, name, value)
 
 
 def _writes_into(node: torch.fx.Node, target: torch.fx.Node) -> bool:
