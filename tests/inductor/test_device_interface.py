@@ -1,5 +1,4 @@
 """Dynamo's view of musa: the device interface, and torch.musa stream calls traced like torch.cuda's."""
-import pytest
 import torch
 from torch._dynamo.testing import CompileCounter
 

@@ -1,25 +1,25 @@
 """Inductor's code generation for musa, registered through torch's PrivateUse1 hooks.
 
-Inductor asks the device module for ``Scheduling``, ``PythonWrapperCodegen``,
-``CppWrapperCodegen`` and ``WrapperFxCodegen`` (``torch.musa.<name>``, resolved
-here lazily so importing torch_musa never imports Inductor). What it gets
-depends on the driver, because the generated kernels run on the driver's
-kernel device directly over musa memory:
+Inductor asks the device module for ``Scheduling`` and friends (``torch.musa.<name>``,
+resolved lazily so importing torch_musa never imports Inductor); resolving it imports
+this module, which registers musa's complete backend. What runs depends on the driver,
+because generated kernels work directly on musa memory:
 
-* host driver: musa memory is host memory, so Inductor's C++/OpenMP kernels
-  (CppScheduling) run on it as they do on CPU tensors;
-* cuda driver: musa memory is CUDA memory, so Triton kernels (TritonScheduling)
-  run on it, launched on the current musa stream's CUDA stream.
+* cuda driver: musa memory is CUDA memory, so musa graphs become Triton kernels
+  (TritonScheduling), launched on the current musa stream's CUDA stream; ``musa``
+  joins Inductor's GPU device types;
+* host driver: Inductor makes C++ kernels only for ``cpu`` graphs, so musa's
+  per-device pass (:mod:`.kernel_device_pass`) turns each musa graph into the CPU
+  graph over the same memory. CppScheduling stays registered for musa for whatever
+  is left on the device.
 
-The wrapper is Inductor's Python wrapper; buffers it allocates are musa
-tensors, and ops without a lowering run as aten calls through the op layer.
-Importing this module also registers the musa DeviceOpOverrides (the lines the
-wrapper emits for device guards and raw streams) and, on the cuda driver,
-makes ``musa`` one of Inductor's GPU device types.
+The wrapper is Inductor's Python wrapper (:mod:`.wrapper`); buffers it allocates on
+musa are musa tensors, and ops without a lowering run as aten calls through the op
+layer. The musa DeviceOpOverrides are the lines the wrapper emits for device guards
+and raw streams.
 """
 from __future__ import annotations
 
-import torch
 from torch._inductor.codegen.common import DeviceOpOverrides, register_device_op_overrides
 
 import torch_musa
