@@ -5,8 +5,10 @@ first sample runs eagerly on musa and through ``torch.compile`` (Inductor, a fre
 compile per entry, ``fullgraph=False`` so an op Dynamo cannot trace runs eagerly as it
 would for a user), and the results are compared with the OpInfo sweep's comparison
 (tensors with float32 ``assert_close`` tolerances, values not compared for random and
-uninitialised ops). Entries whose eager run raises are counted as ``skip``: there is
-nothing to compare a compiled result with. A compiled run that raises is a failure.
+uninitialised ops). Each pass records how many graphs Inductor compiled: a pass that
+Dynamo ran eagerly counts, as it would for a user, but shows 0. Entries whose eager
+run raises are counted as ``skip``: there is nothing to compare a compiled result
+with. A compiled run that raises is a failure.
 
     python -m tests.inductor.opinfo_compile_sweep [--every N] [--ops a,b] [--json out.json]
 
@@ -53,13 +55,18 @@ def run_entry(op, timeout):
     metadata_only = name in base.METADATA_ONLY_REASON or (
         name in base.RANDOM_SAMPLES and base.RANDOM_SAMPLES[name](sample))
     torch._dynamo.reset()
+    from torch._dynamo.utils import counters
+
+    counters.clear()
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(timeout)
     try:
         inp, args, kwargs = clone()
         out = torch.compile(call)(inp, *args, **kwargs)
         base.compare(base.move(ref, "cpu"), out, "musa", metadata_only)
-        return {"name": name, "status": "pass"}
+        # How many graphs Inductor compiled (or took from its cache): 0 means Dynamo ran it eagerly.
+        compiled = counters["inductor"]["fxgraph_cache_miss"] + counters["inductor"]["fxgraph_cache_hit"]
+        return {"name": name, "status": "pass", "inductor_graphs": compiled}
     except base.Mismatch as e:
         return {"name": name, "status": "fail", "reason": f"{e.kind}: {base._first_line(e)}"}
     except Exception as e:
@@ -87,7 +94,9 @@ def sweep(every=1, names=None, timeout=120, progress=False):
 def summarize(results):
     counts = {s: sum(r["status"] == s for r in results) for s in ("pass", "fail", "skip")}
     tested = counts["pass"] + counts["fail"]
-    return {**counts, "tested": tested, "pass_rate": counts["pass"] / tested if tested else 0.0}
+    compiled = sum(r.get("inductor_graphs", 0) > 0 for r in results if r["status"] == "pass")
+    return {**counts, "tested": tested, "pass_rate": counts["pass"] / tested if tested else 0.0,
+            "passed_through_inductor": compiled}
 
 
 def main(argv=None):

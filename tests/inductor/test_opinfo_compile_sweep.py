@@ -18,4 +18,6 @@ def test_compiled_ops_match_eager():
     failures = [f"{r['name']}: {r['reason']}" for r in results if r["status"] == "fail"]
     assert summary["tested"] >= len(results) * 0.8, summary  # skips are the exception
     assert summary["pass_rate"] >= MIN_PASS_RATE, (summary, failures)
+    # The compiled side really went through Inductor, not Dynamo's eager fallback.
+    assert summary["passed_through_inductor"] >= 0.9 * summary["pass"], summary
     assert all(r.get("reason") for r in results if r["status"] == "skip")
