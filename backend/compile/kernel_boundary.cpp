@@ -26,13 +26,14 @@ struct HeldStorage {
 
 void release_held(void* ctx) { delete static_cast<HeldStorage*>(ctx); }
 
-// A storage on `device` over the memory of `held`, owning a reference to it
-// (not resizable: its memory belongs to `held`).
-c10::Storage storage_sharing(const c10::Storage& held, c10::Device device) {
+// A storage on `device` over the memory of `held`, owning a reference to it.
+// With an allocator it is resizable as any storage is: growing it moves it to
+// new memory from `grow` and lets `held` go.
+c10::Storage storage_sharing(const c10::Storage& held, c10::Device device, c10::Allocator* grow = nullptr) {
   void* data = const_cast<void*>(held.data());
   c10::DataPtr ptr(data, new HeldStorage{held}, &release_held, device);
   return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), held.nbytes(),
-                                                            std::move(ptr), nullptr, false));
+                                                            std::move(ptr), grow, grow != nullptr));
 }
 
 const c10::Storage* held_by(const c10::Storage& s) {
@@ -55,7 +56,9 @@ at::Tensor from_kernel_device(const at::Tensor& t, c10::Device device) {
   if (const c10::Storage* musa = held_by(t.storage());
       musa != nullptr && musa->device().type() == c10::DeviceType::PrivateUse1)
     return tensor_over(*musa, t, kMusaKey);
-  return tensor_over(storage_sharing(t.storage(), device), t, kMusaKey);
+  // Fresh kernel-device memory: a musa tensor that may grow (resize_, out=) like any other.
+  return tensor_over(storage_sharing(t.storage(), device, c10::GetAllocator(c10::DeviceType::PrivateUse1)), t,
+                     kMusaKey);
 }
 
 void copy_from_kernel_device_(const at::Tensor& self, const at::Tensor& src) {

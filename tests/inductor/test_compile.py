@@ -68,6 +68,15 @@ def test_inputs_mutated_in_place_and_views_of_inputs(device):
     assert view.abs().sum().item() == 0  # still the input's memory
 
 
+def test_compiled_results_behave_like_any_musa_tensor(device):
+    out = torch.compile(lambda a: a.sin() * 2)(torch.randn(16, device=device))
+    out.record_stream(torch.musa.Stream())
+    with pytest.warns(UserWarning, match="resized"):
+        torch.add(torch.ones(64, device=device), 1, out=out)  # grows the compiled result's storage
+    assert out.shape == (64,) and out.device == device
+    torch.testing.assert_close(out, torch.full((64,), 2.0, device=device))
+
+
 def _train(model, steps, make_batch, loss_fn, compile_model):
     torch.manual_seed(0)
     run = torch.compile(model, fullgraph=True) if compile_model else model  # standard models: no graph breaks
