@@ -25,10 +25,7 @@ import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpu_bench import GPT  # noqa: E402
-
-
-def _sync(device):
-    (torch.cuda if device == "cuda" else torch.musa if device == "musa" else torch.cpu).synchronize()
+from host_bench import median_time, sync as _sync  # noqa: E402
 
 
 def _train_step(model, opt, data, device, autocast):
@@ -41,17 +38,6 @@ def _train_step(model, opt, data, device, autocast):
         opt.step()
         opt.zero_grad(set_to_none=True)
     return step
-
-
-def _time_steps(step, device, iters):
-    _sync(device)
-    times = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        step()
-        _sync(device)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def _gpt2(vocab):
@@ -77,7 +63,7 @@ def measure_gpu(device, quick):
         compile_s = time.perf_counter() - t0
         for _ in range(2):
             step()
-        sec = _time_steps(step, device, 5 if quick else 10)
+        sec = median_time(step, device, 5 if quick else 10, warmup=0)
         rows.append({"name": name, "tok_s": batch * 512 / sec, "compile_s": compile_s})
         del model, opt
         (torch.cuda if device == "cuda" else torch.musa).empty_cache()
@@ -92,12 +78,12 @@ def measure_host(device):
     model = GPT(vocab=512, d=128, h=4, layers=2, seq=64).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     data = torch.randint(0, 512, (8, 65), device=device)
-    eager = _time_steps(_train_step(model, opt, data, device, autocast=False), device, 10)
+    eager = median_time(_train_step(model, opt, data, device, autocast=False), device, 10, warmup=0)
     torch._dynamo.reset()
     step = _train_step(torch.compile(model), opt, data, device, autocast=False)
     for _ in range(3):
         step()
-    compiled = _time_steps(step, device, 10)
+    compiled = median_time(step, device, 10, warmup=0)
     return [{"name": "GPT 2x128 fp32 step (host)", "eager_s": eager, "compiled_s": compiled,
              "speedup": eager / compiled}]
 

@@ -17,6 +17,8 @@ import torch.nn as nn
 def sync(device):
     if device == "musa":
         torch.musa.synchronize()
+    elif device == "cuda":
+        torch.cuda.synchronize()
 
 
 def median_time(fn, device, iters, warmup=3):

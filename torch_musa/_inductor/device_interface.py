@@ -23,17 +23,6 @@ def _is_cuda_driver() -> bool:
     return torch_musa.get_driver_name() == "cuda"
 
 
-def _index_of(device: torch.types.Device) -> int:
-    if device is None:
-        return torch_musa.current_device()
-    if isinstance(device, int):
-        return device
-    device = torch.device(device)
-    if device.type != _TYPE:
-        raise ValueError(f"expected a musa device, got '{device}'")
-    return torch_musa.current_device() if device.index is None else device.index
-
-
 def get_raw_stream(device_index: int) -> int:
     """The driver's handle of the current musa stream (a cudaStream_t on the cuda driver)."""
     return _C._current_raw_stream(device_index)
@@ -70,7 +59,7 @@ class MusaInterface(DeviceInterface):
 
         @staticmethod
         def get_device_properties(device: torch.types.Device = None) -> Any:
-            index = MusaInterface.Worker.current_device() if device is None else _index_of(device)
+            index = MusaInterface.Worker.current_device() if device is None else torch_musa._device_module._index(device)
             if _TYPE not in caching_worker_device_properties:
                 caching_worker_device_properties[_TYPE] = [
                     _properties(i) for i in range(torch_musa.device_count())
@@ -97,7 +86,7 @@ class MusaInterface(DeviceInterface):
 
     @staticmethod
     def get_device_properties(device: torch.types.Device = None) -> Any:  # type: ignore[override]
-        return _properties(_index_of(device))
+        return _properties(torch_musa._device_module._index(device))
 
     @staticmethod
     def is_available() -> bool:
