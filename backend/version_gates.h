@@ -28,3 +28,12 @@
 #else
 #define TORCH_MUSA_FORALL_EXTRA_AUTOCAST_FP32(_)
 #endif
+
+// torch's PrivateUse1 profiler registry (torch/csrc/profiler/standalone/
+// privateuse1_profiler.h) forwards a backend's Kineto plugin to Kineto; without
+// it (torch 2.11) the plugin registers with Kineto's API itself.
+#if __has_include(<torch/csrc/profiler/standalone/privateuse1_profiler.h>)
+#define TORCH_MUSA_HAS_PRIVATEUSE1_PROFILER_REGISTRY 1
+#else
+#define TORCH_MUSA_HAS_PRIVATEUSE1_PROFILER_REGISTRY 0
+#endif

@@ -11,6 +11,7 @@
 #include "distributed/mccl_backend.h"
 #include "distributed/mccl_work.h"
 #include "ops/kernel_device.h"
+#include "profiler/device_activity.h"
 
 namespace torch_musa::distributed {
 
@@ -123,6 +124,8 @@ c10::intrusive_ptr<c10d::Work> CollectiveCall::run(c10::function_ref<c10::intrus
   c10::intrusive_ptr<c10d::Work> work;
   {
     KernelScope scope(kernel_device(), device_);
+    // The launch on the musa stream; the library's own stream work is not timed.
+    profiler::DeviceRange timed(device_, op_, profiler::ActivityKind::Collective);
     work = launch();
   }
   std::function<void()> finish;

@@ -10,6 +10,7 @@
 #include "core/stream.h"
 #include "graphs/capture_state.h"
 #include "memory/caching_allocator.h"
+#include "profiler/device_activity.h"
 
 namespace torch_musa::graphs {
 namespace {
@@ -206,6 +207,7 @@ void MusaGraph::replay() {
                                       "captured, failed, or reset())");
   DeviceScope scope(device_);
   if (!instantiated_) instantiate();
+  profiler::DeviceRange timed(device_, "MUSAGraph replay", profiler::ActivityKind::GraphReplay);
   engine_->launch(current_stream(device_), replay_seed());
 }
 

@@ -85,7 +85,19 @@ class MusaCachingAllocator final : public c10::DeviceAllocator {
     std::shared_ptr<c10::GatheredContext> ctx;
     // Gathered outside the allocator lock: gathering may take the GIL.
     if (g_record_enabled.load()) ctx = gather_context(1);
-    return device(d).malloc(nbytes, stream, std::move(ctx));
+    Block* b = device(d).malloc(nbytes, stream, std::move(ctx));
+    report_to_profiler(b->ptr, d, static_cast<int64_t>(b->size));
+    return b;
+  }
+
+  // torch.profiler(profile_memory=True) sees every block handed out and
+  // given back, with the device's allocated and reserved totals after it.
+  void report_to_profiler(void* ptr, c10::DeviceIndex d, int64_t delta) {
+    if (C10_LIKELY(!c10::memoryProfilingEnabled())) return;
+    auto stats = device(d).stats();
+    constexpr auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    c10::reportMemoryUsageToProfiler(ptr, delta, stats.allocated_bytes[all].current,
+                                     stats.reserved_bytes[all].current, c10::Device(c10::DeviceType::PrivateUse1, d));
   }
 
   c10::DataPtr allocate(size_t nbytes) override {
@@ -148,7 +160,11 @@ void delete_block(void* ctx) {
   auto* b = static_cast<Block*>(ctx);
   std::shared_ptr<c10::GatheredContext> fctx;
   if (g_record_enabled.load() >= 2) fctx = gather_context(3);
-  g_allocator.device(b->device).free(b, std::move(fctx));
+  void* ptr = b->ptr;
+  auto size = static_cast<int64_t>(b->size);
+  auto device = b->device;
+  g_allocator.device(device).free(b, std::move(fctx));
+  g_allocator.report_to_profiler(ptr, device, -size);
 }
 
 }  // namespace

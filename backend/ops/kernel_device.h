@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "ops/routed_blocks.h"
+#include "profiler/device_activity.h"
 
 namespace torch_musa {
 
@@ -49,8 +50,16 @@ class KernelDevice {
   virtual void begin(c10::DeviceIndex index, ScopeState& state) = 0;
   virtual void end(const ScopeState& state) = 0;
 
-  // Runs `fn` (which launches kernels) as work on the current musa stream.
-  virtual void launch(c10::DeviceIndex index, c10::function_ref<void()> fn, const char* name) = 0;
+  // Runs `fn` (which launches kernels) as work on the current musa stream;
+  // while a profiler records, that work is one device activity named `name`.
+  void launch(c10::DeviceIndex index, c10::function_ref<void()> fn, const char* name,
+              profiler::ActivityKind kind = profiler::ActivityKind::Kernel) {
+    profiler::DeviceRange timed(index, name, kind);
+    run(index, fn, name);
+  }
+
+ protected:
+  virtual void run(c10::DeviceIndex index, c10::function_ref<void()> fn, const char* name) = 0;
 };
 
 // RAII for KernelDevice::begin/end (no allocation: it runs for every op).

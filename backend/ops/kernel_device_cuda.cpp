@@ -95,7 +95,7 @@ class CudaKernelDevice final : public KernelDevice {
     return cuda_stream;
   }
 
-  void launch(c10::DeviceIndex, c10::function_ref<void()> fn, const char*) override {
+  void run(c10::DeviceIndex, c10::function_ref<void()> fn, const char*) override {
     fn();  // CUDA kernels enqueue themselves on the current (musa) stream
   }
 };

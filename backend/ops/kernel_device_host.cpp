@@ -109,7 +109,7 @@ class HostKernelDevice final : public KernelDevice {
     if (st.prev_device != index) (void)musaSetDevice(st.prev_device);
   }
 
-  void launch(c10::DeviceIndex index, c10::function_ref<void()> fn, const char* name) override {
+  void run(c10::DeviceIndex index, c10::function_ref<void()> fn, const char* name) override {
     // The host driver runs work inline, in stream order, so the kernel runs
     // right here. During a capture the op layer records ops instead
     // (graphs/host_op_recorder.h); reaching here on a capturing stream means

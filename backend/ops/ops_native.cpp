@@ -75,7 +75,8 @@ at::Tensor musa_copy_from(const at::Tensor& self, const at::Tensor& dst, bool no
   auto index = dst_musa ? dst.device().index() : self.device().index();
   KernelScope scope(kd, index);
   KernelDeviceCallGuard below_musa;
-  kd.launch(index, [&] { d.copy_(s, non_blocking); }, "aten::copy_");
+  const char* name = !src_musa ? "Memcpy HtoD" : !dst_musa ? "Memcpy DtoH" : "Memcpy DtoD";
+  kd.launch(index, [&] { d.copy_(s, non_blocking); }, name, profiler::ActivityKind::Memcpy);
   return dst;
 }
 

@@ -1,0 +1,187 @@
+#include "profiler/device_activity.h"
+
+#include <c10/util/Exception.h>
+#include <musa/runtime.h>
+
+#include <chrono>
+#include <mutex>
+
+#include "core/device.h"
+#include "core/musa_check.h"
+#include "core/stream.h"
+
+namespace torch_musa::profiler {
+namespace detail {
+std::atomic<bool> g_recording{false};
+}
+
+namespace {
+
+int64_t host_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+struct Pending {
+  std::string name;
+  ActivityKind kind;
+  c10::DeviceIndex device;
+  int64_t stream;
+  musaStream_t native;
+  musaEvent_t start = nullptr;
+  musaEvent_t end = nullptr;
+  uint64_t correlation;
+  uint64_t user_correlation;
+};
+
+// A device's clock reference: a timing event recorded while the device was
+// idle, and the host time it ran at.
+struct ClockRef {
+  musaEvent_t event = nullptr;
+  int64_t host_ns = 0;
+};
+
+struct Session {
+  std::mutex mu;
+  uint64_t generation = 0;  // bumped per session: a range open across sessions is dropped
+  std::vector<Pending> pending;
+  std::vector<ClockRef> refs;
+  // Timing events kept for the next records, per device (events belong to a device).
+  std::vector<std::vector<musaEvent_t>> free_events;
+
+  musaEvent_t take_event(c10::DeviceIndex d) {
+    auto& pool = free_events[d];
+    if (!pool.empty()) {
+      auto e = pool.back();
+      pool.pop_back();
+      return e;
+    }
+    musaEvent_t e = nullptr;
+    DeviceScope scope(d);
+    MUSA_CHECK(musaEventCreateWithFlags(&e, musaEventDefault));
+    return e;
+  }
+};
+
+Session& session() {
+  static Session* s = new Session();  // never destroyed: ops may run during interpreter exit
+  return *s;
+}
+
+// ATen's fills are what a GPU runs as memsets.
+bool is_fill(const std::string& op) { return op == "aten::zero_" || op == "aten::fill_"; }
+
+thread_local std::vector<uint64_t> t_correlation;
+thread_local std::vector<uint64_t> t_user_correlation;
+thread_local int t_depth = 0;  // open DeviceRanges of this thread
+
+}  // namespace
+
+void DeviceRange::begin(c10::DeviceIndex device, const char* name, ActivityKind kind) {
+  open_ = true;
+  if (t_depth++ > 0) return;  // nested: the outer range times it
+  auto stream = current_stream(device);
+  musaStream_t native = native_stream(stream);
+  // A capturing stream records graph nodes, not timed work: its replay is the activity.
+  musaStreamCaptureStatus status = musaStreamCaptureStatusNone;
+  if (musaStreamIsCapturing(native, &status) != musaSuccess || status != musaStreamCaptureStatusNone) return;
+  auto& s = session();
+  std::lock_guard<std::mutex> g(s.mu);
+  if (!recording() || device >= static_cast<c10::DeviceIndex>(s.refs.size())) return;
+  std::string op = name ? name : "";
+  if (kind == ActivityKind::Kernel && is_fill(op)) kind = ActivityKind::Memset;
+  Pending p{std::move(op), kind, device, stream.id(), native, s.take_event(device), nullptr,
+            t_correlation.empty() ? 0 : t_correlation.back(),
+            t_user_correlation.empty() ? 0 : t_user_correlation.back()};
+  MUSA_CHECK(musaEventRecord(p.start, native));
+  slot_ = static_cast<int64_t>(s.pending.size());
+  generation_ = s.generation;
+  s.pending.push_back(std::move(p));
+}
+
+void DeviceRange::end() {
+  --t_depth;
+  if (slot_ < 0) return;
+  auto& s = session();
+  std::lock_guard<std::mutex> g(s.mu);
+  // A session that ended (or restarted) meanwhile dropped this record.
+  if (!recording() || generation_ != s.generation) return;
+  auto& p = s.pending[slot_];
+  if (p.end) return;
+  p.end = s.take_event(p.device);
+  MUSA_CHECK(musaEventRecord(p.end, p.native));
+}
+
+void start_recording() {
+  auto& s = session();
+  std::lock_guard<std::mutex> g(s.mu);
+  TORCH_CHECK(!recording(), "a musa profiling session is already recording; stop it before starting another");
+  auto n = device_count();
+  s.free_events.resize(n);
+  s.refs.assign(n, ClockRef{});
+  s.pending.clear();
+  ++s.generation;
+  for (c10::DeviceIndex d = 0; d < n; ++d) {
+    DeviceScope scope(d);
+    MUSA_CHECK(musaDeviceSynchronize());
+    auto& ref = s.refs[d];
+    ref.event = s.take_event(d);
+    int64_t before = host_now_ns();
+    MUSA_CHECK(musaEventRecord(ref.event, nullptr));
+    MUSA_CHECK(musaEventSynchronize(ref.event));
+    // The device was idle, so the event ran between the two host readings.
+    ref.host_ns = (before + host_now_ns()) / 2;
+  }
+  detail::g_recording.store(true);
+}
+
+std::vector<DeviceActivity> stop_recording() {
+  auto& s = session();
+  std::lock_guard<std::mutex> g(s.mu);
+  std::vector<DeviceActivity> out;
+  if (!recording()) return out;
+  detail::g_recording.store(false);
+  out.reserve(s.pending.size());
+  auto at_ns = [&](c10::DeviceIndex d, musaEvent_t e) {
+    float ms = 0;
+    MUSA_CHECK(musaEventElapsedTime(&ms, s.refs[d].event, e));
+    return s.refs[d].host_ns + static_cast<int64_t>(static_cast<double>(ms) * 1e6);
+  };
+  for (auto& p : s.pending) {
+    if (p.end) {
+      MUSA_CHECK(musaEventSynchronize(p.end));
+      int64_t a = at_ns(p.device, p.start), b = at_ns(p.device, p.end);
+      out.push_back({std::move(p.name), p.kind, p.device, p.stream, a, std::max(a, b), p.correlation,
+                     p.user_correlation});
+      s.free_events[p.device].push_back(p.end);
+    }
+    s.free_events[p.device].push_back(p.start);
+  }
+  s.pending.clear();
+  for (c10::DeviceIndex d = 0; d < static_cast<c10::DeviceIndex>(s.refs.size()); ++d)
+    s.free_events[d].push_back(s.refs[d].event);
+  s.refs.clear();
+  return out;
+}
+
+void push_correlation(uint64_t id) { t_correlation.push_back(id); }
+void pop_correlation() {
+  if (!t_correlation.empty()) t_correlation.pop_back();
+}
+void push_user_correlation(uint64_t id) { t_user_correlation.push_back(id); }
+void pop_user_correlation() {
+  if (!t_user_correlation.empty()) t_user_correlation.pop_back();
+}
+
+const char* kind_name(ActivityKind kind) {
+  switch (kind) {
+    case ActivityKind::Kernel: return "kernel";
+    case ActivityKind::Memcpy: return "memcpy";
+    case ActivityKind::Memset: return "memset";
+    case ActivityKind::GraphReplay: return "graph";
+    case ActivityKind::Collective: return "collective";
+  }
+  return "kernel";
+}
+
+}  // namespace torch_musa::profiler
