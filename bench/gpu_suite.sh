@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build torch_musa with the cuda driver, run the test suite
 # on the GPU (TORCH_MUSA_DRIVER=cuda), then the benchmarks. Logs go to $OUT.
-#   bash bench/gpu_suite.sh [build|tests|dist|graphs|compile|bench|opinfo|overhead|alloc|vmm|all]...
+#   bash bench/gpu_suite.sh [build|tests|dist|graphs|compile|profiler|bench|opinfo|overhead|alloc|vmm|all]...
 set -u
 OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
@@ -60,6 +60,14 @@ if has compile; then
   if [[ -f bench/compile_bench.py ]]; then
     timeout ${COMPILE_BENCH_TIMEOUT:-400} python3 bench/compile_bench.py ${COMPILE_BENCH_ARGS:-} 2>&1 | tee "$OUT/compile_bench.log" | tail -12
   fi
+fi
+if has profiler; then
+  # torch.profiler on the cuda driver (device events on CUDA events), then its cost against CUPTI's on native cuda.
+  t0=$SECONDS
+  timeout ${PROFILER_TIMEOUT:-300} python3 -m pytest tests/profiler -q -rs -p no:cacheprovider --timeout=200 >"$OUT/profiler.log" 2>&1
+  summary+=("profiler (cuda driver): $(tail -1 "$OUT/profiler.log") ($((SECONDS - t0)) s)")
+  timeout ${PROFILER_BENCH_TIMEOUT:-300} python3 bench/profiler_bench.py ${PROFILER_BENCH_ARGS:-} 2>&1 | tee "$OUT/profiler_bench.log" | tail -7
+  [[ -n ${PROFILER_TRACE:-} ]] && python3 docs/profiler_example.py --out "$OUT/musa_trace.json" 2>&1 | tail -3
 fi
 if has opinfo; then
   t0=$SECONDS

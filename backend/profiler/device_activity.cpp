@@ -4,6 +4,7 @@
 #include <musa/runtime.h>
 
 #include <chrono>
+#include <cstring>
 #include <mutex>
 
 #include "core/device.h"
@@ -14,6 +15,9 @@ namespace torch_musa::profiler {
 namespace detail {
 std::atomic<bool> g_recording{false};
 }
+namespace {
+std::atomic<bool> g_graph_replays_only{false};
+}
 
 namespace {
 
@@ -23,7 +27,7 @@ int64_t host_now_ns() {
 }
 
 struct Pending {
-  std::string name;
+  const char* name;  // an operator's schema name or a literal: lives as long as the process
   ActivityKind kind;
   c10::DeviceIndex device;
   int64_t stream;
@@ -69,7 +73,7 @@ Session& session() {
 }
 
 // ATen's fills are what a GPU runs as memsets.
-bool is_fill(const std::string& op) { return op == "aten::zero_" || op == "aten::fill_"; }
+bool is_fill(const char* op) { return !std::strcmp(op, "aten::zero_") || !std::strcmp(op, "aten::fill_"); }
 
 thread_local std::vector<uint64_t> t_correlation;
 thread_local std::vector<uint64_t> t_user_correlation;
@@ -80,6 +84,7 @@ thread_local int t_depth = 0;  // open DeviceRanges of this thread
 void DeviceRange::begin(c10::DeviceIndex device, const char* name, ActivityKind kind) {
   open_ = true;
   if (t_depth++ > 0) return;  // nested: the outer range times it
+  if (g_graph_replays_only.load(std::memory_order_relaxed) && kind != ActivityKind::GraphReplay) return;
   auto stream = current_stream(device);
   musaStream_t native = native_stream(stream);
   // A capturing stream records graph nodes, not timed work: its replay is the activity.
@@ -88,9 +93,9 @@ void DeviceRange::begin(c10::DeviceIndex device, const char* name, ActivityKind 
   auto& s = session();
   std::lock_guard<std::mutex> g(s.mu);
   if (!recording() || device >= static_cast<c10::DeviceIndex>(s.refs.size())) return;
-  std::string op = name ? name : "";
-  if (kind == ActivityKind::Kernel && is_fill(op)) kind = ActivityKind::Memset;
-  Pending p{std::move(op), kind, device, stream.id(), native, s.take_event(device), nullptr,
+  if (!name) name = "";
+  if (kind == ActivityKind::Kernel && is_fill(name)) kind = ActivityKind::Memset;
+  Pending p{name, kind, device, stream.id(), native, s.take_event(device), nullptr,
             t_correlation.empty() ? 0 : t_correlation.back(),
             t_user_correlation.empty() ? 0 : t_user_correlation.back()};
   MUSA_CHECK(musaEventRecord(p.start, native));
@@ -112,7 +117,7 @@ void DeviceRange::end() {
   MUSA_CHECK(musaEventRecord(p.end, p.native));
 }
 
-void start_recording() {
+void start_recording(bool graph_replays_only) {
   auto& s = session();
   std::lock_guard<std::mutex> g(s.mu);
   TORCH_CHECK(!recording(), "a musa profiling session is already recording; stop it before starting another");
@@ -132,6 +137,7 @@ void start_recording() {
     // The device was idle, so the event ran between the two host readings.
     ref.host_ns = (before + host_now_ns()) / 2;
   }
+  g_graph_replays_only.store(graph_replays_only);
   detail::g_recording.store(true);
 }
 
@@ -151,7 +157,7 @@ std::vector<DeviceActivity> stop_recording() {
     if (p.end) {
       MUSA_CHECK(musaEventSynchronize(p.end));
       int64_t a = at_ns(p.device, p.start), b = at_ns(p.device, p.end);
-      out.push_back({std::move(p.name), p.kind, p.device, p.stream, a, std::max(a, b), p.correlation,
+      out.push_back({p.name, p.kind, p.device, p.stream, a, std::max(a, b), p.correlation,
                      p.user_correlation});
       s.free_events[p.device].push_back(p.end);
     }

@@ -23,7 +23,8 @@ extern std::atomic<bool> g_recording;
 inline bool recording() { return detail::g_recording.load(std::memory_order_relaxed); }
 
 // Times the work enqueued on the current musa stream of `device` between
-// construction and destruction (ATen's fills count as memsets). Only the outermost range of a thread records
+// construction and destruction (ATen's fills count as memsets). `name` must
+// outlive the process's profiling (an operator's schema name, a literal). Only the outermost range of a thread records
 // (an op that launches ops is one device activity).
 class DeviceRange {
  public:
@@ -59,8 +60,10 @@ struct DeviceActivity {
 
 // A recording session. start() waits for every device to be idle and takes
 // each device's clock reference; stop() ends recording, waits for the
-// recorded work and returns its activities. One session at a time.
-void start_recording();
+// recorded work and returns its activities. One session at a time. With
+// `graph_replays_only`, only MUSA Graph replays are recorded (the cuda
+// driver: CUPTI already traces every CUDA kernel, copy and memset).
+void start_recording(bool graph_replays_only = false);
 std::vector<DeviceActivity> stop_recording();
 
 // The CPU op (and user range) the calling thread is in, as the profiler

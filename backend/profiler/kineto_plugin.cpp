@@ -13,7 +13,9 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
+#include "core/device.h"
 #include "profiler/device_activity.h"
 #include "version_gates.h"
 
@@ -43,12 +45,27 @@ bool wants_device(const std::set<ActivityType>& types) {
   return false;
 }
 
+// Kineto's info records are aggregates on newer torches and have a
+// (deviceId, id, sortIndex, name) constructor on older ones (2.11).
+libkineto::ResourceInfo stream_info(int64_t device, int64_t stream, const std::string& name) {
+  if constexpr (std::is_aggregate_v<libkineto::ResourceInfo>) {
+    return libkineto::ResourceInfo{stream, stream, device, name};
+  } else {
+    return libkineto::ResourceInfo(device, stream, stream, name);
+  }
+}
+
 class MusaSession final : public libkineto::IActivityProfilerSession {
  public:
-  explicit MusaSession(bool annotations) : annotations_(annotations) {}
+  // On the cuda driver musa's kernels are CUDA kernels, which Kineto's CUPTI
+  // profiler already traces on the GPU's clock with their kernel names (as
+  // copies and memsets): the session adds only the MUSA Graph replays, so no
+  // device time is counted twice. On the host driver it records everything.
+  MusaSession(bool annotations, bool cupti_traces_kernels)
+      : annotations_(annotations), graph_replays_only_(cupti_traces_kernels) {}
 
   void start() override {
-    start_recording();
+    start_recording(graph_replays_only_);
     status_ = libkineto::TraceStatus::RECORDING;
   }
   void stop() override {
@@ -108,16 +125,15 @@ class MusaSession final : public libkineto::IActivityProfilerSession {
     for (auto& act : buffer_->activities) logger.handleActivity(*act);
   }
 
+  // The trace's device process is named for musa (Kineto takes one per session).
   std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override {
-    if (streams_.empty()) return nullptr;
-    int64_t device = streams_.begin()->first;
-    return std::make_unique<libkineto::DeviceInfo>(libkineto::DeviceInfo{
-        device, device + 0x1000000, "musa " + std::to_string(device), "musa " + std::to_string(device)});
+    int64_t device = streams_.empty() ? 0 : streams_.begin()->first;
+    std::string name = "musa " + std::to_string(device);
+    return std::make_unique<libkineto::DeviceInfo>(libkineto::DeviceInfo{device, device + 0x1000000, name, name});
   }
   std::vector<libkineto::ResourceInfo> getResourceInfos() override {
     std::vector<libkineto::ResourceInfo> out;
-    for (auto [device, stream] : streams_)
-      out.push_back({stream, stream, device, "musa stream " + std::to_string(stream)});
+    for (auto [device, stream] : streams_) out.push_back(stream_info(device, stream, "musa stream " + std::to_string(stream)));
     return out;
   }
   std::unique_ptr<libkineto::CpuTraceBuffer> getTraceBuffer() override { return std::move(buffer_); }
@@ -129,6 +145,7 @@ class MusaSession final : public libkineto::IActivityProfilerSession {
 
  private:
   bool annotations_;
+  bool graph_replays_only_;
   std::vector<DeviceActivity> activities_;
   std::unique_ptr<libkineto::CpuTraceBuffer> buffer_;
   std::set<std::pair<int64_t, int64_t>> streams_;
@@ -142,7 +159,7 @@ class MusaActivityProfiler final : public libkineto::IActivityProfiler {
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(const std::set<ActivityType>& types,
                                                                  const libkineto::Config&) override {
     if (!wants_device(types)) return nullptr;
-    return std::make_unique<MusaSession>(types.count(ActivityType::GPU_USER_ANNOTATION) > 0);
+    return std::make_unique<MusaSession>(types.count(ActivityType::GPU_USER_ANNOTATION) > 0, !is_host_driver());
   }
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(int64_t, int64_t,
                                                                  const std::set<ActivityType>& types,

@@ -1,7 +1,9 @@
 """torch.profiler on musa: device events measured on the device, linked to the CPU ops that
 launched them, one track per musa stream, device-time tables, exports, memory events, and the
 legacy per-op timer. The reference is what torch.profiler gives for CUDA: the same event kinds,
-columns and trace layout. These run on the host driver in CI and on the GPU (cuda driver)."""
+columns and trace layout. These run on the host driver in CI and on the GPU (cuda driver), where
+the kernels, copies and memsets are CUPTI's (named by kernel, one track per CUDA stream under the
+musa streams) and musa adds its graph replays."""
 import json
 import os
 import time
@@ -15,6 +17,8 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 from tests.distributed.launcher import free_port
 
 ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
+HOST = torch.musa.get_driver_name() == "host"
+DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
 def device_events(prof):
@@ -22,18 +26,32 @@ def device_events(prof):
                   key=lambda e: e.time_range.start)
 
 
-def kernels(prof):
-    return [e for e in device_events(prof) if not e.name.startswith(("myrange", "step", "ProfilerStep"))]
-
-
 def trace_of(prof, tmp_path):
     path = os.path.join(tmp_path, "trace.json")
     prof.export_chrome_trace(path)
     with open(path) as f:
-        return json.load(f)  # must be valid JSON
+        return json.load(f)["traceEvents"]  # must be valid JSON
 
 
-def test_known_op_sequence_gives_device_events_in_order(device):
+def device_work(trace):
+    """The device's kernels, copies and memsets in start order, each with the name of the CPU op
+    that launched it (its correlation id is the CPU op's External id)."""
+    cpu = {e["args"]["External id"]: e for e in trace if e.get("cat") == "cpu_op"}
+    work = sorted((e for e in trace if e.get("cat") in DEVICE_CATS), key=lambda e: e["ts"])
+    return [(e, cpu.get(e["args"].get("External id"))) for e in work]
+
+
+def launched_by(trace):
+    """CPU op names in the order their device work ran (consecutive repeats merged)."""
+    names = []
+    for _, op in device_work(trace):
+        name = op["name"] if op else None
+        if not names or names[-1] != name:
+            names.append(name)
+    return names
+
+
+def test_known_op_sequence_gives_device_events_in_order(device, tmp_path):
     x = torch.randn(192, 192, device=device)
     torch.musa.synchronize()
     t0 = time.perf_counter()
@@ -45,32 +63,34 @@ def test_known_op_sequence_gives_device_events_in_order(device):
         torch.musa.synchronize()
     wall_us = (time.perf_counter() - t0) * 1e6
     assert host.item() == pytest.approx((x.cpu() @ x.cpu()).relu().sum().item(), rel=1e-4)
-    evs = kernels(prof)
-    assert [e.name for e in evs] == ["aten::mm", "aten::relu", "aten::sum", "Memcpy DtoH"]
-    for e in evs:
-        assert e.device_index == 0 and e.device_resource_id == 0  # musa:0, default stream
-        assert 0 < e.time_range.elapsed_us() <= wall_us
+    trace = trace_of(prof, tmp_path)
+    assert launched_by(trace)[:3] == ["aten::mm", "aten::relu", "aten::sum"]
+    work = device_work(trace)
+    assert work[-1][0]["cat"] == "gpu_memcpy"  # the result's copy to the host
+    for e, op in work:
+        assert e["pid"] == 0 and 0 < e["dur"] <= wall_us and op is not None
     # On one stream, device work runs in launch order and does not overlap.
-    for a, b in zip(evs, evs[1:]):
-        assert a.time_range.end <= b.time_range.start + 1
+    for (a, _), (b, _) in zip(work, work[1:]):
+        assert a["ts"] + a["dur"] <= b["ts"] + 1
+    if HOST:  # the host driver names each event by its aten op, on musa stream 0
+        assert [e["name"] for e, _ in work] == ["aten::mm", "aten::relu", "aten::sum", "Memcpy DtoH"]
+        assert {e["tid"] for e, _ in work} == {0}
 
 
-def test_device_events_link_to_the_cpu_ops_that_launched_them(device):
+def test_device_events_link_to_the_cpu_ops_that_launched_them(device, tmp_path):
     x = torch.randn(64, 64, device=device)
     with profile(activities=ACTIVITIES) as prof:
         (x @ x).tanh_()
         torch.musa.synchronize()
-    cpu = {e.id: e for e in prof.events() if e.device_type == DeviceType.CPU}
-    evs = kernels(prof)
-    assert len(evs) == 2
-    for e in evs:
-        op = cpu[e.linked_correlation_id]
-        assert op.name == e.name
+    work = device_work(trace_of(prof, tmp_path))
+    assert {op["name"] for _, op in work} == {"aten::mm", "aten::tanh_"}
+    for e, op in work:
         # The device ran it after the CPU launched it.
-        assert e.time_range.start >= op.time_range.start - 1
+        assert e["ts"] >= op["ts"] - 1
     # The CPU op carries its device time, as CUDA's do.
     mm = next(e for e in prof.events() if e.name == "aten::mm" and e.device_type == DeviceType.CPU)
     assert mm.self_device_time_total > 0
+    assert all(e.device_index == 0 for e in device_events(prof))
 
 
 def test_two_streams_are_two_tracks(device, tmp_path):
@@ -82,15 +102,16 @@ def test_two_streams_are_two_tracks(device, tmp_path):
         with torch.musa.stream(side):
             b = x * 3
         torch.musa.synchronize()
-    by_name = {e.name: e for e in kernels(prof)}
-    assert by_name["aten::mm"].device_resource_id == torch.musa.current_stream().stream_id
-    assert by_name["aten::mul"].device_resource_id == side.stream_id != 0
     trace = trace_of(prof, tmp_path)
-    tracks = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
+    tid = {op["name"]: e["tid"] for e, op in device_work(trace)}
+    assert tid["aten::mm"] != tid["aten::mul"]
+    tracks = {e["tid"]: e["args"]["name"] for e in trace
               if e.get("ph") == "M" and e.get("name") == "thread_name" and e.get("pid") == 0}
-    assert tracks[0] == "musa stream 0" and tracks[side.stream_id] == f"musa stream {side.stream_id}"
-    kernel_tids = {e["tid"] for e in trace["traceEvents"] if e.get("cat") == "kernel"}
-    assert kernel_tids == {0, side.stream_id}
+    assert tid["aten::mm"] in tracks and tid["aten::mul"] in tracks
+    if HOST:  # tracks are the musa streams themselves
+        assert tid["aten::mm"] == torch.musa.current_stream().stream_id == 0
+        assert tid["aten::mul"] == side.stream_id
+        assert tracks[side.stream_id] == f"musa stream {side.stream_id}"
     assert torch.equal(b.cpu(), x.cpu() * 3) and a.shape == (128, 128)
 
 
@@ -101,24 +122,23 @@ def test_chrome_trace_has_the_musa_process_and_linked_kernels(device, tmp_path):
         (x + 1).sum()
         torch.musa.synchronize()
     trace = trace_of(prof, tmp_path)
-    names = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "process_name"}
+    names = {e["args"]["name"] for e in trace if e.get("name") == "process_name"}
     assert "musa 0" in names
-    cats = {e["cat"] for e in trace["traceEvents"] if e.get("pid") == 0 and e.get("ph") == "X"}
+    cats = {e["cat"] for e in trace if e.get("pid") == 0 and e.get("ph") == "X"}
     assert {"kernel", "gpu_memcpy"} <= cats
-    cpu_ids = {e["args"].get("External id") for e in trace["traceEvents"]
-               if e.get("cat") == "cpu_op"}
-    for e in trace["traceEvents"]:
-        if e.get("cat") in ("kernel", "gpu_memcpy"):
-            assert e["args"]["External id"] in cpu_ids and e["dur"] > 0
+    for e, op in device_work(trace):
+        assert op is not None and e["dur"] > 0
 
 
-def test_fills_are_memsets(device):
+def test_fills_are_device_work_of_their_op(device, tmp_path):
     t = torch.empty(1000, device=device)
     with profile(activities=ACTIVITIES) as prof:
         t.zero_()
         torch.musa.synchronize()
-    trace_kinds = [e for e in kernels(prof) if e.name == "aten::zero_" or e.name == "aten::fill_"]
-    assert trace_kinds, [e.name for e in kernels(prof)]
+    fills = [e for e, op in device_work(trace_of(prof, tmp_path)) if op and op["name"] in ("aten::zero_", "aten::fill_")]
+    assert fills
+    if HOST:  # a fill is what a GPU runs as a memset
+        assert {e["cat"] for e in fills} == {"gpu_memset"}
     assert torch.count_nonzero(t.cpu()) == 0
 
 
@@ -130,15 +150,17 @@ def test_record_function_ranges_on_both_sides(device, tmp_path):
         z = y + 1
         torch.musa.synchronize()
     trace = trace_of(prof, tmp_path)
-    cpu = [e for e in trace["traceEvents"] if e.get("name") == "myrange" and e.get("cat") == "user_annotation"]
-    dev = [e for e in trace["traceEvents"] if e.get("name") == "myrange" and e.get("cat") == "gpu_user_annotation"]
+    cpu = [e for e in trace if e.get("name") == "myrange" and e.get("cat") == "user_annotation"]
+    dev = [e for e in trace if e.get("name") == "myrange" and e.get("cat") == "gpu_user_annotation"]
     assert len(cpu) == 1 and len(dev) == 1 and dev[0]["pid"] == 0
-    inside = [e for e in trace["traceEvents"] if e.get("cat") == "kernel" and e["name"] in ("aten::mm", "aten::relu")]
-    add = next(e for e in trace["traceEvents"] if e.get("cat") == "kernel" and e["name"] == "aten::add")
+    work = device_work(trace)
+    inside = [e for e, op in work if op["name"] in ("aten::mm", "aten::relu")]
+    add = [e for e, op in work if op["name"] == "aten::add"]
     start, end = dev[0]["ts"], dev[0]["ts"] + dev[0]["dur"]
+    assert inside and add
     for e in inside:
         assert start - 0.01 <= e["ts"] and e["ts"] + e["dur"] <= end + 0.01
-    assert add["ts"] >= end - 0.01  # outside the range
+    assert all(e["ts"] >= end - 0.01 for e in add)  # outside the range
     assert z.shape == (64, 64)
 
 
@@ -196,8 +218,9 @@ def test_schedule_windows_and_trace_handler(device, tmp_path):
     files = [f for f in os.listdir(tmp_path) if f.endswith(".pt.trace.json")]
     assert len(files) == 1
     with open(os.path.join(tmp_path, files[0])) as f:
-        trace = json.load(f)
-    assert sum(e.get("cat") == "kernel" and e["name"] == "aten::mm" for e in trace["traceEvents"]) == 2
+        trace = json.load(f)["traceEvents"]
+    mm_launches = {op["args"]["External id"] for _, op in device_work(trace) if op and op["name"] == "aten::mm"}
+    assert len(mm_launches) == 2  # one per active step
 
 
 def test_table_sorts_by_device_time(device):
@@ -264,19 +287,24 @@ def test_graph_replay_is_a_device_event(device):
     with profile(activities=ACTIVITIES) as prof:
         g.replay()
         torch.musa.synchronize()
-    names = [e.name for e in kernels(prof)]
-    assert "MUSAGraph replay" in names
+    names = [e.name for e in device_events(prof)]
+    assert names.count("MUSAGraph replay") == 1
     torch.testing.assert_close(y.cpu(), (x.cpu() @ x.cpu()).relu(), rtol=1e-4, atol=1e-4)
 
 
-def test_collective_is_a_device_event(device):
+def test_collective_is_a_device_event(device, tmp_path):
     dist.init_process_group("mccl", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
     try:
         t = torch.ones(16, device=device)
         with profile(activities=ACTIVITIES) as prof:
             dist.all_reduce(t)
             torch.musa.synchronize()
-        assert "mccl:all_reduce" in [e.name for e in kernels(prof)]
+        trace = trace_of(prof, tmp_path)
+        # The device work of the c10d op: mccl's launch on the host, NCCL's kernel (CUPTI) on cuda.
+        work = [(e, op) for e, op in device_work(trace) if op and "allreduce" in op["name"]]
+        assert work
+        if HOST:
+            assert [e["name"] for e, _ in work] == ["mccl:all_reduce"]
         assert torch.equal(t.cpu(), torch.ones(16))
     finally:
         dist.destroy_process_group()
