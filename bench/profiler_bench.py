@@ -35,7 +35,9 @@ def child(device, profiled, quick):
         cfg, batch, seq = dict(vocab=8192, d=768, h=12, layers=6, seq=512), 16, 512
     elif gpu:
         cfg, batch, seq = dict(vocab=8192, d=512, h=8, layers=4, seq=256), 8, 256
-    else:
+    elif not quick:
+        cfg, batch, seq = dict(vocab=4096, d=256, h=8, layers=4, seq=128), 8, 128
+    else:  # launch-bound: per-op costs dominate, the profiler's worst case
         cfg, batch, seq = dict(vocab=2048, d=128, h=4, layers=2, seq=64), 4, 64
     torch.manual_seed(0)
     model = GPT(**cfg).to(device)

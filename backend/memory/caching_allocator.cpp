@@ -94,10 +94,8 @@ class MusaCachingAllocator final : public c10::DeviceAllocator {
   // given back, with the device's allocated and reserved totals after it.
   void report_to_profiler(void* ptr, c10::DeviceIndex d, int64_t delta) {
     if (C10_LIKELY(!c10::memoryProfilingEnabled())) return;
-    auto stats = device(d).stats();
-    constexpr auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
-    c10::reportMemoryUsageToProfiler(ptr, delta, stats.allocated_bytes[all].current,
-                                     stats.reserved_bytes[all].current, c10::Device(c10::DeviceType::PrivateUse1, d));
+    auto [allocated, reserved] = device(d).allocated_and_reserved();
+    c10::reportMemoryUsageToProfiler(ptr, delta, allocated, reserved, c10::Device(c10::DeviceType::PrivateUse1, d));
   }
 
   c10::DataPtr allocate(size_t nbytes) override {

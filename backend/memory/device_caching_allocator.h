@@ -238,6 +238,13 @@ class DeviceCachingAllocator {
     return stats_;
   }
 
+  // Current allocated and reserved bytes (what the profiler's memory events carry).
+  std::pair<int64_t, int64_t> allocated_and_reserved() {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    constexpr auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    return {stats_.allocated_bytes[all].current, stats_.reserved_bytes[all].current};
+  }
+
   ExtraStats extra() {
     std::lock_guard<std::recursive_mutex> lock(mu_);
     ExtraStats e;

@@ -32,8 +32,10 @@ struct Pending {
   c10::DeviceIndex device;
   int64_t stream;
   musaStream_t native;
-  musaEvent_t start = nullptr;
+  musaEvent_t start = nullptr;  // timing events (work queued on a device)
   musaEvent_t end = nullptr;
+  int64_t start_ns = 0;  // host clock readings (work run inline)
+  int64_t end_ns = 0;
   uint64_t correlation;
   uint64_t user_correlation;
 };
@@ -48,6 +50,9 @@ struct ClockRef {
 struct Session {
   std::mutex mu;
   uint64_t generation = 0;  // bumped per session: a range open across sessions is dropped
+  // The host driver runs a stream's work inline, at launch: reading the host
+  // clock as a range opens and closes is when the device ran it, without events.
+  bool inline_work = false;
   std::vector<Pending> pending;
   std::vector<ClockRef> refs;
   // Timing events kept for the next records, per device (events belong to a device).
@@ -95,10 +100,15 @@ void DeviceRange::begin(c10::DeviceIndex device, const char* name, ActivityKind 
   if (!recording() || device >= static_cast<c10::DeviceIndex>(s.refs.size())) return;
   if (!name) name = "";
   if (kind == ActivityKind::Kernel && is_fill(name)) kind = ActivityKind::Memset;
-  Pending p{name, kind, device, stream.id(), native, s.take_event(device), nullptr,
-            t_correlation.empty() ? 0 : t_correlation.back(),
-            t_user_correlation.empty() ? 0 : t_user_correlation.back()};
-  MUSA_CHECK(musaEventRecord(p.start, native));
+  Pending p{name, kind, device, stream.id(), native};
+  p.correlation = t_correlation.empty() ? 0 : t_correlation.back();
+  p.user_correlation = t_user_correlation.empty() ? 0 : t_user_correlation.back();
+  if (s.inline_work) {
+    p.start_ns = host_now_ns();
+  } else {
+    p.start = s.take_event(device);
+    MUSA_CHECK(musaEventRecord(p.start, native));
+  }
   slot_ = static_cast<int64_t>(s.pending.size());
   generation_ = s.generation;
   s.pending.push_back(std::move(p));
@@ -112,6 +122,10 @@ void DeviceRange::end() {
   // A session that ended (or restarted) meanwhile dropped this record.
   if (!recording() || generation_ != s.generation) return;
   auto& p = s.pending[slot_];
+  if (s.inline_work) {
+    p.end_ns = host_now_ns();
+    return;
+  }
   if (p.end) return;
   p.end = s.take_event(p.device);
   MUSA_CHECK(musaEventRecord(p.end, p.native));
@@ -126,6 +140,7 @@ void start_recording(bool graph_replays_only) {
   s.refs.assign(n, ClockRef{});
   s.pending.clear();
   ++s.generation;
+  s.inline_work = is_host_driver();
   for (c10::DeviceIndex d = 0; d < n; ++d) {
     DeviceScope scope(d);
     MUSA_CHECK(musaDeviceSynchronize());
@@ -154,6 +169,11 @@ std::vector<DeviceActivity> stop_recording() {
     return s.refs[d].host_ns + static_cast<int64_t>(static_cast<double>(ms) * 1e6);
   };
   for (auto& p : s.pending) {
+    if (s.inline_work) {
+      if (p.end_ns) out.push_back({p.name, p.kind, p.device, p.stream, p.start_ns, std::max(p.start_ns, p.end_ns),
+                                   p.correlation, p.user_correlation});
+      continue;
+    }
     if (p.end) {
       MUSA_CHECK(musaEventSynchronize(p.end));
       int64_t a = at_ns(p.device, p.start), b = at_ns(p.device, p.end);

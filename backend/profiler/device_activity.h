@@ -1,6 +1,7 @@
 // Device activity: the work each call enqueues on a musa stream, timed on the
-// device's own clock (runtime timing events: CUDA events on the cuda driver,
-// the moment the task ran on the host driver). The op layer, copies, MUSA
+// device's own clock (runtime timing events on a device that queues work; on
+// the host driver, which runs a stream's work inline at launch, the host clock
+// around it). The op layer, copies, MUSA
 // Graph replays and collectives open a DeviceRange around their launch; while
 // no profiler records, that costs one relaxed atomic load.
 #pragma once
