@@ -10,6 +10,7 @@
 
 #include "memory/caching_allocator.h"
 #include "ops/delegate.h"
+#include "ops/dtype_widening.h"
 #include "core/device.h"
 #include "core/generator.h"
 #include "core/musa_check.h"
@@ -153,6 +154,8 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_copy_path_counts", [] { return copy_path_counts(); });
   m.def("_reset_copy_path_counts", [] { reset_copy_path_counts(); });
+  m.def("_widened_op_counts", [] { return op_layer::widened_op_counts(); });
+  m.def("_reset_widened_op_counts", [] { op_layer::reset_widened_op_counts(); });
   m.def("_delegated_op_count", [] { return delegated_op_count(); });
   distributed::bind_python(m);
   graphs::bind_python(m);

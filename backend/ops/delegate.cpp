@@ -22,6 +22,7 @@
 #include "core/generator.h"
 #include "ops/kernel_device.h"
 #include "ops/delegation.h"
+#include "ops/dtype_widening.h"
 #include "ops/routed_blocks.h"
 #include "graphs/capture_state.h"
 #include "graphs/host_op_recorder.h"
@@ -249,7 +250,7 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     v = kd.kernel_generator(gen);
   }
 
-  {
+  try {
     KernelScope scope(kd, call.device);
     // Random ops that take no generator draw from the kernel device's default
     // one: seed it from the musa counter for this op and restore it after,
@@ -277,6 +278,14 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
       std::lock_guard<std::mutex> lock(kernel_default.mutex());
       kernel_default.set_state(saved_default->get_state());
     }
+  } catch (const c10::Error& e) {
+    // No kernel for a dtype GPUs have: run it widened, over the musa arguments.
+    auto narrow = missing_kernel_dtype(e, originals);
+    if (!narrow) throw;
+    stack->resize(base);
+    for (auto& v : originals) stack->push_back(std::move(v));
+    run_widened(op, stack, *narrow);
+    return;
   }
 
   call.sync_written(traits, originals);

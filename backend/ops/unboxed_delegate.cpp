@@ -20,6 +20,7 @@
 
 #include "ops/delegate.h"
 #include "ops/delegation.h"
+#include "ops/dtype_widening.h"
 #include "ops/routed_blocks.h"
 #include "graphs/capture_state.h"
 
@@ -70,7 +71,7 @@ class UnboxedDelegate<Ret(Args...)> {
     std::tuple<typename Forwarded<Args>::type...> forwarded{forward_arg(call, args)...};
 
     std::optional<std::conditional_t<kInPlace, at::Tensor*, at::Tensor>> result;
-    {
+    try {
       KernelScope scope(kd, call.device);
       KernelDeviceCallGuard below_musa;
       kd.launch(
@@ -86,6 +87,12 @@ class UnboxedDelegate<Ret(Args...)> {
             }
           },
           op_.schema().name().c_str());
+    } catch (const c10::Error& e) {
+      // No kernel for one of the arguments' dtypes: the boxed path widens it (dtype_widening.h).
+      std::vector<c10::IValue> boxed_args;
+      (boxed_args.emplace_back(args), ...);
+      if (!missing_kernel_dtype(e, boxed_args)) throw;
+      return boxed(ks, args...);
     }
     if constexpr (kInPlace) {
       at::Tensor& self = first_arg(args...);

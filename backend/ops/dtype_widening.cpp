@@ -1,0 +1,111 @@
+#include "ops/dtype_widening.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <mutex>
+#include <unordered_set>
+
+#include "ops/delegation.h"
+
+namespace torch_musa::op_layer {
+namespace {
+
+std::mutex g_mu;
+std::unordered_map<std::string, int64_t> g_counts;
+thread_local bool t_widening = false;  // the widened call itself never widens again
+
+std::optional<c10::ScalarType> wider(c10::ScalarType t) {
+  if (t == c10::kHalf || t == c10::kBFloat16) return c10::kFloat;
+  if (c10::isIntegralType(t, /*includeBool=*/false)) return c10::kDouble;
+  return std::nullopt;  // float8 has no wider kernel on purpose: its own issue says to upcast explicitly
+}
+
+void for_each_tensor(const c10::IValue& v, c10::function_ref<void(const at::Tensor&)> fn) {
+  if (v.isTensor()) {
+    fn(v.toTensor());
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList()) fn(t);
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toList())
+      if (e.isTensor()) fn(e.toTensor());
+  }
+}
+
+}  // namespace
+
+std::optional<c10::ScalarType> missing_kernel_dtype(const c10::Error& error, c10::ArrayRef<c10::IValue> args) {
+  if (t_widening) return std::nullopt;
+  // ATen's dtype dispatch says: "<kernel>" not implemented for '<dtype>'.
+  const std::string msg = error.what_without_backtrace();
+  const std::string marker = "not implemented for '";
+  auto at = msg.find(marker);
+  if (at == std::string::npos) return std::nullopt;
+  auto start = at + marker.size(), end = msg.find('\'', start);
+  if (end == std::string::npos) return std::nullopt;
+  const std::string name = msg.substr(start, end - start);
+  std::optional<c10::ScalarType> found;
+  for (const auto& v : args)
+    for_each_tensor(v, [&](const at::Tensor& t) {
+      if (!found && t.defined() && name == c10::toString(t.scalar_type()) && wider(t.scalar_type()))
+        found = t.scalar_type();
+    });
+  return found;
+}
+
+void run_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::ScalarType narrow) {
+  const auto& schema = op.schema();
+  const c10::ScalarType wide = *wider(narrow);
+  const OpTraits& traits = traits_of(op);
+  const size_t nargs = schema.arguments().size();
+  const size_t base = stack->size() - nargs;
+  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 4> widened;  // original -> widened copy
+  auto widen = [&](const at::Tensor& t) -> at::Tensor {
+    if (!t.defined() || t.scalar_type() != narrow) return t;
+    for (auto& e : widened)
+      if (e.first.is_same(t)) return e.second;
+    widened.emplace_back(t, t.to(wide));
+    return widened.back().second;
+  };
+  std::unordered_set<const at::TensorImpl*> written;
+  for (size_t idx : traits.written_args)
+    for_each_tensor((*stack)[base + idx], [&](const at::Tensor& t) { written.insert(t.unsafeGetTensorImpl()); });
+  for (size_t i = 0; i < nargs; ++i) (*stack)[base + i] = map_tensors((*stack)[base + i], widen);
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    g_counts[schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name()]++;
+  }
+  t_widening = true;
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), stack);
+  } catch (...) {
+    t_widening = false;
+    throw;
+  }
+  t_widening = false;
+  // Written arguments (in place, out=) get the results in their own dtype.
+  for (auto& [original, copy] : widened)
+    if (written.count(original.unsafeGetTensorImpl())) {
+      if (original.sizes() != copy.sizes()) original.resize_(copy.sizes());
+      original.copy_(copy);
+    }
+  const size_t nret = schema.returns().size();
+  const size_t rbase = stack->size() - nret;
+  for (size_t i = 0; i < nret; ++i)
+    (*stack)[rbase + i] = map_tensors((*stack)[rbase + i], [&](const at::Tensor& t) -> at::Tensor {
+      for (auto& [original, copy] : widened)
+        if (copy.is_same(t)) return original;  // a written argument comes back as itself
+      return t.defined() && t.scalar_type() == wide ? t.to(narrow) : t;
+    });
+}
+
+std::unordered_map<std::string, int64_t> widened_op_counts() {
+  std::lock_guard<std::mutex> g(g_mu);
+  return g_counts;
+}
+
+void reset_widened_op_counts() {
+  std::lock_guard<std::mutex> g(g_mu);
+  g_counts.clear();
+}
+
+}  // namespace torch_musa::op_layer

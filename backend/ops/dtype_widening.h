@@ -1,0 +1,29 @@
+// The op layer's answer to a kernel device without a kernel for a dtype that
+// GPUs support (ATen's CPU ctc_loss in float16, histc on integers, ...): the
+// op runs again with those arguments widened (float32 for half/bfloat16,
+// float64 for integers) and its results cast back, written arguments
+// included. Counted per op, like the copy path (torch.musa.ops.widened_op_counts()).
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/util/Exception.h>
+
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+namespace torch_musa::op_layer {
+
+// The dtype `error` says the kernel has no kernel for, if it is one some
+// tensor among `args` has and the op layer can widen (not while widening).
+std::optional<c10::ScalarType> missing_kernel_dtype(const c10::Error& error, c10::ArrayRef<c10::IValue> args);
+
+// Runs `op` (its musa arguments on `stack`, as the dispatcher passes them)
+// with every tensor of dtype `narrow` widened, then casts results back.
+void run_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::ScalarType narrow);
+
+std::unordered_map<std::string, int64_t> widened_op_counts();
+void reset_widened_op_counts();
+
+}  // namespace torch_musa::op_layer
