@@ -7,6 +7,7 @@ each complete event a bar, nested events stacked below their parents.
 Needs matplotlib (a documentation tool, not a torch_musa dependency).
 """
 import argparse
+import os
 import json
 from collections import defaultdict
 
@@ -77,7 +78,7 @@ def main():
     ax.set_xlabel("ms since trace start")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in COLORS.values()]
     ax.legend(handles, COLORS.keys(), loc="upper right", fontsize=7, ncol=4)
-    ax.set_title(f"{a.trace}: CPU threads and musa streams")
+    ax.set_title(f"{os.path.basename(a.trace)}: CPU threads and musa streams")
     fig.tight_layout()
     fig.savefig(a.png, dpi=110)
 
