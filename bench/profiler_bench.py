@@ -15,7 +15,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -28,7 +27,7 @@ def child(device, profiled, quick):
     from torch.profiler import ProfilerActivity, profile
     sys.path.insert(0, HERE)
     from gpu_bench import GPT
-    from host_bench import sync
+    from host_bench import median_time, sync
 
     gpu = device == "cuda" or (device == "musa" and torch.musa.get_driver_name() != "host")
     if gpu and not quick:
@@ -62,13 +61,7 @@ def child(device, profiled, quick):
     sync(device)
 
     def timed():
-        samples = []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            step()
-            sync(device)
-            samples.append(time.perf_counter() - t0)
-        return statistics.median(samples)
+        return median_time(step, device, steps, warmup=0)
 
     if profiled:
         with profile(activities=activities, profile_memory=True, record_shapes=True) as prof:
