@@ -69,13 +69,17 @@ from ._device import (  # noqa: E402
     get_device_properties,
     is_available,
     is_bf16_supported,
+    is_tf32_supported,
+    can_device_access_peer,
     is_initialized,
     init,
     set_device,
     synchronize,
     get_driver_name,
 )
-from .streams import Event, Stream, StreamContext, current_stream, default_stream, set_stream, stream  # noqa: E402
+from .streams import (  # noqa: E402
+    Event, Stream, StreamContext, _sleep, current_stream, default_stream, set_stream, stream,
+)
 from .graphs import MUSAGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables  # noqa: E402
 from . import _dynamo_musagraphs, _inductor  # noqa: E402  (cheap: they import no torch._dynamo)
 from . import memory  # noqa: E402
@@ -121,6 +125,11 @@ from . import distributed, mccl  # noqa: E402
 from . import _device as _device_module  # noqa: E402
 from .cuda_compat import enable_cuda_compat  # noqa: E402
 from .amp import get_amp_supported_dtype  # noqa: E402
+from ._tensor_types import TYPES as _LEGACY_TENSOR_TYPES  # noqa: E402
+from .backends import mudnn as _mudnn  # noqa: E402
+
+globals().update(_LEGACY_TENSOR_TYPES)  # torch.musa.FloatTensor, ...
+_mudnn._install()  # torch.backends.mudnn
 
 def __getattr__(name):
     # Inductor finds a PrivateUse1 device's code generation as torch.<device>.Scheduling etc.
@@ -150,7 +159,7 @@ __all__ = [
     "Event", "Stream", "StreamContext", "OutOfMemoryError", "amp", "current_device", "current_stream",
     "default_stream", "device", "device_count", "device_of", "empty_cache", "get_amp_supported_dtype",
     "get_device_capability", "get_device_name", "get_device_properties", "get_rng_state", "get_rng_state_all",
-    "init", "initial_seed", "is_available", "is_bf16_supported", "is_initialized", "manual_seed",
+    "init", "initial_seed", "is_available", "is_bf16_supported", "is_tf32_supported", "can_device_access_peer", "is_initialized", "manual_seed",
     "manual_seed_all", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
     "memory_reserved", "memory_stats", "memory_summary", "reset_accumulated_memory_stats",
     "reset_max_memory_allocated", "reset_peak_memory_stats", "seed", "seed_all", "set_device",

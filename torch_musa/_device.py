@@ -131,6 +131,32 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     return is_available()
 
 
+def is_tf32_supported() -> bool:
+    """Whether the current musa device computes float32 matmuls and convolutions in TF32 when
+    allowed. The host driver's CPU kernels have no TF32; on the cuda driver it is the GPU's
+    answer (Ampere and newer), as torch.cuda's."""
+    if not is_available():
+        return False
+    if get_driver_name() == "host":
+        return False
+    return torch.cuda.get_device_properties(_C._driver_ordinal(current_device())).major >= 8
+
+
+def can_device_access_peer(device: _DeviceLike, peer_device: _DeviceLike) -> bool:
+    """Whether ``device`` can access ``peer_device``'s memory directly (torch.cuda's contract:
+    invalid ids raise). Emulated host devices share the host's memory, so any two distinct ones
+    can; on the cuda driver it is CUDA's peer-access answer for the GPUs underneath."""
+    _lazy_init()
+    device, peer_device = _index(device), _index(peer_device, optional=False)
+    if not 0 <= device < device_count():
+        raise AssertionError("Invalid device id")
+    if not 0 <= peer_device < device_count():
+        raise AssertionError("Invalid peer device id")
+    if get_driver_name() == "host":
+        return device != peer_device
+    return torch.cuda.can_device_access_peer(_C._driver_ordinal(device), _C._driver_ordinal(peer_device))
+
+
 def _exchange_device(device: int) -> int:
     """Makes ``device`` current and returns the previous one (negative: no change), as torch.cuda's."""
     if device < 0:

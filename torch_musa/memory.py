@@ -120,8 +120,11 @@ def mem_get_info(device=None):
 
 
 def set_per_process_memory_fraction(fraction: float, device=None) -> None:
+    # torch.cuda's checks and messages.
     if not isinstance(fraction, float):
-        raise TypeError("invalid type for fraction: it must be a float between 0 and 1")
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if fraction < 0 or fraction > 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
     _C._set_memory_fraction(fraction, _device(device))
 
 

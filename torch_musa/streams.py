@@ -24,6 +24,17 @@ class Stream(torch.Stream):
     def priority(self) -> int:
         return _C._stream_priority(self.stream_id, self.device_index)
 
+    @staticmethod
+    def priority_range() -> tuple:
+        """(least, greatest) stream priority; a lower number is a higher priority."""
+        return tuple(_C._stream_priority_range())
+
+    @property
+    def musa_stream(self) -> int:
+        """The raw stream handle, as an int (torch.cuda.Stream.cuda_stream's counterpart): the
+        runtime's musaStream_t on the host driver, the cudaStream_t under it on the cuda driver."""
+        return _C._stream_raw_handle(self.stream_id, self.device_index)
+
     def wait_event(self, event: "Event") -> None:
         event.wait(self)
 
@@ -54,6 +65,11 @@ class Event(torch.Event):
             raise NotImplementedError("interprocess musa events are not supported; create the event with interprocess=False")
         return super().__new__(cls, device="musa", enable_timing=enable_timing, blocking=blocking)
 
+    @property
+    def device(self) -> Optional[torch.device]:
+        """The device of the stream it was recorded on; None before the first record, as torch.cuda's."""
+        return super().device if self.event_id else None
+
     def record(self, stream: Optional[torch.Stream] = None) -> None:
         super().record(current_stream() if stream is None else stream)
 
@@ -66,6 +82,22 @@ class Event(torch.Event):
 
     def __repr__(self):
         return f"<torch.musa.Event {'recorded' if self.event_id else 'unrecorded'}>"
+
+
+def _sleep(cycles: int) -> None:
+    """Keeps the current musa stream busy for about ``cycles`` device clock cycles (tests use
+    it to hold a stream back), as torch.cuda._sleep: a spin kernel on the GPU under the musa
+    stream on the cuda driver; on the host driver, whose streams run inline, ``cycles`` ns."""
+    if not isinstance(cycles, int) or cycles < 0:
+        raise ValueError(f"_sleep needs a non-negative int number of cycles, got {cycles!r}")
+    _lazy_init()
+    if _C._driver_name() == "host":
+        import time
+        time.sleep(cycles * 1e-9)
+        return
+    d = torch.musa.current_device()
+    with torch.cuda.device(_C._driver_ordinal(d)), torch.cuda.stream(torch.cuda.ExternalStream(_C._current_raw_stream(d))):
+        torch.cuda._sleep(cycles)
 
 
 def _wrap(s: torch.Stream) -> Stream:

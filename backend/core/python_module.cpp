@@ -115,6 +115,15 @@ PYBIND11_MODULE(_C, m) {
     // The host driver has no handle below its own streams: the musa stream is the handle.
     return reinterpret_cast<uintptr_t>(native != nullptr ? native : static_cast<void*>(s));
   });
+  // The raw handle of a musa stream given by id: the driver's (cudaStream_t) where there is one.
+  m.def("_stream_raw_handle", [](int64_t id, int device) {
+    musaStream_t s = native_stream(c10::Stream(c10::Stream::UNSAFE,
+                                               c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)),
+                                               static_cast<c10::StreamId>(id)));
+    void* native = nullptr;
+    MUSA_CHECK(musaStreamGetNativeHandle(s, &native));
+    return reinterpret_cast<uintptr_t>(native != nullptr ? native : static_cast<void*>(s));
+  });
   // The driver's own index of musa device d (the CUDA ordinal on the cuda driver).
   m.def("_driver_ordinal", [](int d) {
     int ord = 0;

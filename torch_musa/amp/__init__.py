@@ -7,7 +7,8 @@ from .grad_scaler import GradScaler
 
 
 def get_amp_supported_dtype():
-    return [torch.float16, torch.bfloat16, torch.float32]
+    """The low-precision dtypes musa autocast computes in, as torch_musa reports them."""
+    return [torch.float16, torch.bfloat16]
 
 
 class autocast(torch.amp.autocast_mode.autocast):

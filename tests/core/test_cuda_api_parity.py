@@ -1,0 +1,99 @@
+"""torch.cuda API that torch_musa programs use, on torch.musa with torch.cuda's contract: device
+queries, stream handles and priorities, Event.device, _sleep, the legacy typed-tensor
+constructors, torch.backends.mudnn and the memory-fraction argument checks."""
+import time
+
+import pytest
+import torch
+
+
+def test_peer_access_and_its_argument_checks(two_devices):
+    assert torch.musa.can_device_access_peer(0, 1) in (True, False)
+    if torch.musa.get_driver_name() == "host":  # emulated devices share the host's memory
+        assert torch.musa.can_device_access_peer(0, 1) and not torch.musa.can_device_access_peer(0, 0)
+    with pytest.raises(AssertionError, match="Invalid peer device id"):
+        torch.musa.can_device_access_peer(0, torch.musa.device_count())
+    with pytest.raises(AssertionError, match="Invalid device id"):
+        torch.musa.can_device_access_peer(-2, 0)
+
+
+def test_tf32_support_follows_the_kernel_device(device):
+    if torch.musa.get_driver_name() == "host":  # ATen's CPU kernels have no TF32
+        assert torch.musa.is_tf32_supported() is False
+    else:  # the GPU's answer, as torch.cuda gives it (Ampere and newer)
+        ordinal = torch.musa._C._driver_ordinal(0)
+        assert torch.musa.is_tf32_supported() is (torch.cuda.get_device_properties(ordinal).major >= 8)
+
+
+def test_stream_priority_range_and_raw_handle(device):
+    least, greatest = torch.musa.Stream.priority_range()
+    assert least == 0 and greatest < 0  # CUDA's shape: 0 normal, negative higher
+    s = torch.musa.Stream(priority=greatest)
+    assert s.priority == greatest
+    h1, h2 = s.musa_stream, torch.musa.default_stream().musa_stream
+    assert isinstance(h1, int) and h1 != 0 and h1 != h2
+    assert torch.musa.Stream(stream_id=s.stream_id, device_index=s.device_index,
+                             device_type=s.device_type).musa_stream == h1  # the same stream, the same handle
+
+
+def test_event_device_is_none_until_recorded(device):
+    e = torch.musa.Event()
+    assert e.device is None
+    e.record()
+    assert e.device == torch.device("musa", 0)
+
+
+def test_sleep_holds_the_stream(device):
+    torch.musa.synchronize()
+    t0 = time.perf_counter()
+    torch.musa._sleep(50_000_000)  # ~50 ms at 1 GHz
+    torch.musa.synchronize()
+    assert time.perf_counter() - t0 >= 0.01
+    with pytest.raises(ValueError, match="non-negative int"):
+        torch.musa._sleep(-1)
+
+
+@pytest.mark.parametrize("name,dtype", [("FloatTensor", torch.float32), ("HalfTensor", torch.float16),
+                                        ("ByteTensor", torch.uint8), ("BoolTensor", torch.bool),
+                                        ("LongTensor", torch.int64), ("DoubleTensor", torch.float64)])
+def test_legacy_tensor_types(device, name, dtype):
+    cls = getattr(torch.musa, name)
+    empty = cls(2, 3)
+    assert empty.shape == (2, 3) and empty.dtype == dtype and empty.device == device
+    data = cls([1, 0])
+    torch.testing.assert_close(data.cpu(), getattr(torch, name)([1, 0]))
+    assert isinstance(data, cls) and not isinstance(data.cpu(), cls)
+    other = torch.musa.IntTensor if dtype != torch.int32 else torch.musa.LongTensor
+    assert not isinstance(data, other)
+
+
+def test_mudnn_flags_are_the_convolution_settings(device):
+    import torch.backends.mudnn as mudnn
+    assert mudnn is torch.backends.mudnn and mudnn.is_available()
+    assert mudnn.allow_tf32 is False  # torch_musa's default: fp32 convolutions stay fp32
+    with mudnn.flags(enabled=True, benchmark=True, allow_tf32=True):
+        assert mudnn.benchmark and mudnn.allow_tf32 and torch.backends.cudnn.allow_tf32
+    assert mudnn.allow_tf32 is False and mudnn.benchmark is False
+    orig = mudnn.set_flags(_deterministic=True)
+    assert mudnn.deterministic is True
+    mudnn.set_flags(*orig)
+    assert mudnn.deterministic is False
+    with pytest.raises(TypeError, match="must be a bool"):
+        mudnn.allow_tf32 = 1
+    version = mudnn.version()
+    assert version is None if torch.musa.get_driver_name() == "host" else isinstance(version, int)
+    # Convolutions read these flags and still match the CPU.
+    x, w = torch.randn(1, 3, 8, 8), torch.randn(4, 3, 3, 3)
+    torch.testing.assert_close(torch.nn.functional.conv2d(x.to(device), w.to(device)).cpu(),
+                               torch.nn.functional.conv2d(x, w), rtol=1e-5, atol=1e-5)
+
+
+def test_memory_fraction_argument_errors_as_torch_cuda(device):
+    with pytest.raises(TypeError, match="Invalid type for fraction argument, must be `float`"):
+        torch.musa.set_per_process_memory_fraction(1)
+    with pytest.raises(ValueError, match="Invalid fraction value: 1.5. Allowed range: 0~1"):
+        torch.musa.set_per_process_memory_fraction(1.5)
+
+
+def test_amp_dtypes_are_the_low_precision_ones():
+    assert torch.musa.get_amp_supported_dtype() == [torch.float16, torch.bfloat16]

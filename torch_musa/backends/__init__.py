@@ -1,0 +1,1 @@
+"""torch.backends.* modules torch_musa programs use (``torch.backends.mudnn``)."""
