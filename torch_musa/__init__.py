@@ -130,6 +130,9 @@ from .backends import mudnn as _mudnn  # noqa: E402
 
 globals().update(_LEGACY_TENSOR_TYPES)  # torch.musa.FloatTensor, ...
 _mudnn._install()  # torch.backends.mudnn
+from . import _multiprocessing  # noqa: E402
+
+_multiprocessing.install()  # musa tensors sent to another process fail clearly there
 
 def __getattr__(name):
     # Inductor finds a PrivateUse1 device's code generation as torch.<device>.Scheduling etc.

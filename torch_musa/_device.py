@@ -12,11 +12,12 @@ _in_bad_fork = False
 
 
 def _after_fork_in_child():
-    # A child forked after the cuda driver started cannot use it (as with CUDA);
-    # the host driver has no such state, so its children may keep using musa.
+    # A child forked after musa started in the parent must not use it, as with CUDA: the cuda
+    # driver's context does not survive fork, and the host driver's device memory is a shared
+    # mapping (the backend refuses every allocation there too, _C._in_bad_fork()).
     global _in_bad_fork, _initialized
-    if _initialized and _C._driver_name() != "host":
-        _in_bad_fork = True
+    if _initialized or _C._in_bad_fork():
+        _in_bad_fork, _initialized = True, False
 
 
 import os as _os  # noqa: E402
@@ -60,8 +61,8 @@ def _lazy_init() -> None:
         return
     if _in_bad_fork:
         raise RuntimeError(
-            "cannot re-initialize musa in a forked subprocess; use the 'spawn' start method "
-            "(torch.multiprocessing.set_start_method('spawn'))"
+            "Cannot re-initialize MUSA in forked subprocess. To use MUSA with multiprocessing, you must use "
+            "the 'spawn' start method (torch.multiprocessing.set_start_method('spawn'))"
         )
     if device_count() == 0:
         raise RuntimeError(f"no musa device is available: {_C._init_error() or 'device count is 0'}")

@@ -1,5 +1,8 @@
 #include "core/device.h"
 
+#include <pthread.h>
+
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -41,7 +44,32 @@ c10::DeviceIndex current_device() {
   return static_cast<c10::DeviceIndex>(d);
 }
 
+namespace {
+// A process forked after musa started must not use it, as with CUDA: the
+// cuda driver's context does not survive fork, and the host driver's device
+// memory is a shared mapping the child would write into the parent's tensors.
+std::atomic<bool> g_parent_started{false};
+std::atomic<bool> g_bad_fork{false};
+void before_fork() {  // in the parent, where asking the runtime is safe
+  bool started = false;
+  for (c10::DeviceIndex d = 0; d < device_count() && !started; ++d) started = is_device_initialized(d);
+  g_parent_started.store(started);
+}
+void in_child_after_fork() { g_bad_fork.store(g_parent_started.load()); }
+const int g_fork_handlers = pthread_atfork(&before_fork, nullptr, &in_child_after_fork);
+}  // namespace
+
+bool in_bad_fork() { return g_bad_fork.load(std::memory_order_relaxed); }
+
+void check_not_in_bad_fork() {
+  (void)g_fork_handlers;
+  TORCH_CHECK(!in_bad_fork(),
+              "Cannot re-initialize MUSA in forked subprocess. To use MUSA with multiprocessing, you must use "
+              "the 'spawn' start method (torch.multiprocessing.set_start_method('spawn'))");
+}
+
 void set_device(c10::DeviceIndex device) {
+  check_not_in_bad_fork();
   check_device_index(device);
   MUSA_CHECK(musaSetDevice(device));
 }

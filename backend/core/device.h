@@ -15,6 +15,10 @@ void check_device_index(c10::DeviceIndex device);
 bool is_device_initialized(c10::DeviceIndex device);
 // True when kernels run on the CPU (host driver), false for the cuda driver.
 bool is_host_driver();
+// Whether this process was forked after musa started in its parent; such a
+// child must not touch musa (check_not_in_bad_fork() raises CUDA's error).
+bool in_bad_fork();
+void check_not_in_bad_fork();
 
 // Switches the current device for a scope (no-op when already current).
 class DeviceScope {

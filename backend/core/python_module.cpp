@@ -74,6 +74,7 @@ PYBIND11_MODULE(_C, m) {
     return "";
   });
   m.def("_current_device", [] { return static_cast<int>(current_device()); });
+  m.def("_in_bad_fork", [] { return in_bad_fork(); });
   // Test hook: a musa block lent to the kernel device by this thread and
   // released by another thread while "the op" still runs must stay allocated
   // until the op ends, then be freed. Returns (released, bytes during, bytes after).

@@ -82,6 +82,7 @@ class MusaCachingAllocator final : public c10::DeviceAllocator {
   }
 
   Block* malloc(c10::DeviceIndex d, size_t nbytes, musaStream_t stream) {
+    if (C10_UNLIKELY(in_bad_fork())) check_not_in_bad_fork();
     std::shared_ptr<c10::GatheredContext> ctx;
     // Gathered outside the allocator lock: gathering may take the GIL.
     if (g_record_enabled.load()) ctx = gather_context(1);

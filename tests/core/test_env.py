@@ -124,14 +124,34 @@ def test_bad_env_values_give_clear_errors(run_py):
     assert "TORCH_MUSA_DRIVER" in r.stdout + r.stderr or "nonexistent" in r.stdout + r.stderr
 
 
-def test_forked_child_can_use_host_driver(run_py):
+def test_forked_child_cannot_reinitialize_musa(run_py):
+    """As CUDA: a child forked after musa started raises CUDA's error instead of sharing the
+    parent's device state (the host driver's expandable memory is a shared mapping)."""
     code = r'''
     import os, torch
     torch.ones(1, device="musa").sum().item()
     pid = os.fork()
     if pid == 0:
-        ok = torch.arange(4.0, device="musa").sum().item() == 6.0
-        os._exit(0 if ok else 3)
+        try:
+            torch.arange(4.0, device="musa")
+            os._exit(3)
+        except RuntimeError as e:
+            os._exit(0 if "Cannot re-initialize MUSA in forked subprocess" in str(e) and "spawn" in str(e) else 4)
+    _, status = os.waitpid(pid, 0)
+    print("CHILD", os.waitstatus_to_exitcode(status))
+    print("PARENT", torch.arange(4.0, device="musa").sum().item())
+    '''
+    r = run_py(code)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "CHILD 0" in r.stdout and "PARENT 6.0" in r.stdout
+
+
+def test_child_forked_before_musa_started_can_use_it(run_py):
+    code = r'''
+    import os, torch
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if torch.arange(4.0, device="musa").sum().item() == 6.0 else 3)
     _, status = os.waitpid(pid, 0)
     print("CHILD", os.waitstatus_to_exitcode(status))
     '''
