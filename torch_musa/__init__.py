@@ -120,7 +120,7 @@ from .random import (  # noqa: E402
     set_rng_state,
     set_rng_state_all,
 )
-from . import amp, ops  # noqa: E402
+from . import amp, ops, optim  # noqa: E402
 from . import distributed, mccl  # noqa: E402
 from . import _device as _device_module  # noqa: E402
 from .cuda_compat import enable_cuda_compat  # noqa: E402

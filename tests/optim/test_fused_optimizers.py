@@ -1,0 +1,131 @@
+"""torch_musa.optim's fused optimizers against references: FusedAdam/FusedAdamW against
+torch.optim's Adam/AdamW on the CPU, FusedLAMB against a per-parameter float64 LAMB written out
+here; fp16/bf16 parameters, GradScaler steps (skipped on inf), and bad input."""
+import pytest
+import torch
+
+from torch_musa.optim import FusedAdam, FusedAdamW, FusedLAMB
+
+
+def _params(dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    shapes = [(16, 8), (8,), (3, 4, 5)]
+    return [torch.randn(s, generator=g).to(dtype) for s in shapes]
+
+
+def _run(make_opt, init, device, steps=5, seed=1):
+    params = [torch.nn.Parameter(p.clone().to(device)) for p in init]
+    opt = make_opt(params)
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        for p in params:
+            p.grad = torch.randn(p.shape, generator=g).to(p.dtype).to(device)
+        opt.step()
+    return [p.detach().cpu() for p in params], opt
+
+
+@pytest.mark.parametrize("wd", [0.0, 0.1])
+def test_fused_adamw_matches_torch_adamw(device, wd):
+    init = _params()
+    got, opt = _run(lambda p: FusedAdamW(p, lr=1e-2, weight_decay=wd), init, device)
+    ref, _ = _run(lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=wd, foreach=False), init, "cpu")
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert all(g["fused"] for g in opt.param_groups)
+
+
+@pytest.mark.parametrize("adam_w_mode,ref_cls", [(False, torch.optim.Adam), (True, torch.optim.AdamW)])
+def test_fused_adam_matches_adam_or_adamw(device, adam_w_mode, ref_cls):
+    init = _params()
+    got, _ = _run(lambda p: FusedAdam(p, lr=1e-2, weight_decay=0.05, adam_w_mode=adam_w_mode), init, device)
+    ref, _ = _run(lambda p: ref_cls(p, lr=1e-2, weight_decay=0.05, foreach=False), init, "cpu")
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_low_precision_params(device, dtype):
+    init = _params(dtype)
+    got, _ = _run(lambda p: FusedAdamW(p, lr=1e-2), init, device)
+    ref, _ = _run(lambda p: torch.optim.AdamW(p, lr=1e-2, fused=True), init, "cpu")
+    for a, b in zip(got, ref):
+        assert a.dtype == dtype
+        torch.testing.assert_close(a, b)
+
+
+def test_grad_scaler_step_and_skip_on_inf(device):
+    model = torch.nn.Linear(8, 4).to(device)
+    opt = FusedAdamW(model.parameters(), lr=1e-2)
+    scaler = torch.amp.GradScaler("musa", init_scale=1024.0)
+    x = torch.randn(16, 8, device=device)
+    before = [p.detach().clone() for p in model.parameters()]
+    scaler.scale(model(x).square().mean()).backward()
+    scaler.step(opt)
+    scaler.update()
+    assert any(not torch.equal(a, p) for a, p in zip(before, model.parameters()))
+    # Same step without scaling, on a copy: the scaled fused step unscaled the gradients itself.
+    ref = torch.nn.Linear(8, 4)
+    ref.load_state_dict({k: v.cpu() for k, v in zip(model.state_dict(), before)})
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2, foreach=False)
+    ref(x.cpu()).square().mean().backward()
+    ref_opt.step()
+    for a, b in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(a.detach().cpu(), b.detach(), rtol=1e-4, atol=1e-5)
+    # An inf gradient: the step is skipped and the scale shrinks.
+    after = [p.detach().clone() for p in model.parameters()]
+    opt.zero_grad()
+    scaler.scale(model(x).square().mean() * float("inf")).backward()
+    scale = scaler.get_scale()
+    scaler.step(opt)
+    scaler.update()
+    assert all(torch.equal(a, p) for a, p in zip(after, model.parameters()))
+    assert scaler.get_scale() < scale
+
+
+def _reference_lamb(params, grads_per_step, lr, betas, eps, wd, max_grad_norm):
+    """LAMB written out per parameter in float64 (Apex/torch_musa FusedLAMB's update)."""
+    p = [t.double().clone() for t in params]
+    m = [torch.zeros_like(t) for t in p]
+    v = [torch.zeros_like(t) for t in p]
+    for step, grads in enumerate(grads_per_step, start=1):
+        grads = [g.double() for g in grads]
+        norm = torch.sqrt(sum((g * g).sum() for g in grads))
+        clip = max(norm.item() / max_grad_norm, 1.0)
+        for i, g in enumerate(grads):
+            g = g / clip
+            m[i] = betas[0] * m[i] + (1 - betas[0]) * g
+            v[i] = betas[1] * v[i] + (1 - betas[1]) * g * g
+            u = (m[i] / (1 - betas[0] ** step)) / ((v[i] / (1 - betas[1] ** step)).sqrt() + eps) + wd * p[i]
+            wn, un = p[i].norm(), u.norm()
+            ratio = (wn / un).item() if wn > 0 and un > 0 else 1.0
+            p[i] = p[i] - lr * ratio * u
+    return p
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 1e-2)])
+def test_fused_lamb_matches_reference(device, dtype, tol):
+    init = _params(dtype)
+    g = torch.Generator().manual_seed(3)
+    grads = [[torch.randn(t.shape, generator=g) * 3 for t in init] for _ in range(4)]  # norms > 1: clipping
+    params = [torch.nn.Parameter(t.clone().to(device)) for t in init]
+    opt = FusedLAMB(params, lr=1e-2, weight_decay=0.01, max_grad_norm=1.0)
+    for step in grads:
+        for p, gr in zip(params, step):
+            p.grad = gr.to(dtype).to(device)
+        opt.step()
+    ref = _reference_lamb([t.float() for t in init], [[gr.to(dtype) for gr in s] for s in grads],
+                          1e-2, (0.9, 0.999), 1e-6, 0.01, 1.0)
+    for a, b in zip(params, ref):
+        assert a.dtype == dtype
+        torch.testing.assert_close(a.detach().cpu().double(), b, rtol=tol, atol=tol)
+
+
+def test_fused_lamb_leaves_gradients_alone_and_rejects_bad_input(device):
+    p = torch.nn.Parameter(torch.randn(8, device=device))
+    p.grad = torch.full((8,), 10.0, device=device)
+    FusedLAMB([p]).step()
+    assert torch.equal(p.grad.cpu(), torch.full((8,), 10.0))  # clipping worked on a copy
+    with pytest.raises(ValueError, match="betas"):
+        FusedLAMB([p], betas=(1.0, 0.999))
+    with pytest.raises(ValueError, match="lr"):
+        FusedLAMB([p], lr=-1.0)
