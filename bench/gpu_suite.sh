@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build torch_musa with the cuda driver, run the test suite
 # on the GPU (TORCH_MUSA_DRIVER=cuda), then the benchmarks. Logs go to $OUT.
-#   bash bench/gpu_suite.sh [build|tests|dist|graphs|compile|profiler|bench|opinfo|overhead|alloc|vmm|all]...
+#   bash bench/gpu_suite.sh [build|tests|dist|graphs|compile|profiler|optim|bench|opinfo|overhead|alloc|vmm|all]...
 set -u
 OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
@@ -68,6 +68,14 @@ if has profiler; then
   summary+=("profiler (cuda driver): $(tail -1 "$OUT/profiler.log") ($((SECONDS - t0)) s)")
   timeout ${PROFILER_BENCH_TIMEOUT:-300} python3 bench/profiler_bench.py ${PROFILER_BENCH_ARGS:-} 2>&1 | tee "$OUT/profiler_bench.log" | tail -7
   [[ -n ${PROFILER_TRACE:-} ]] && python3 docs/profiler_example.py --out "$OUT/musa_trace.json" 2>&1 | tail -3
+fi
+if has optim; then
+  # torch_musa.optim on the cuda driver, then FusedAdamW against foreach and native fused AdamW.
+  t0=$SECONDS
+  timeout ${OPTIM_TIMEOUT:-200} python3 -m pytest tests/optim tests/core/test_cuda_api_parity.py tests/ops/test_dtype_widening.py \
+    tests/core/test_multiprocessing.py -q -rs -p no:cacheprovider --timeout=150 >"$OUT/optim.log" 2>&1
+  summary+=("optim/API/widening (cuda driver): $(tail -1 "$OUT/optim.log") ($((SECONDS - t0)) s)")
+  timeout ${OPTIM_BENCH_TIMEOUT:-300} python3 bench/optim_bench.py ${OPTIM_BENCH_ARGS:-} 2>&1 | tee "$OUT/optim_bench.log" | tail -8
 fi
 if has opinfo; then
   t0=$SECONDS

@@ -1,0 +1,88 @@
+"""torch_musa.optim.FusedAdamW against the foreach path and against native fused AdamW.
+
+    python bench/optim_bench.py [--rounds N] [--params-m M]
+
+One optimizer step over a GPT-sized parameter set (GPT-2 small's shapes, 124M parameters, on the
+GPU; a 1/8 scale of it on the host driver), timed as the median of steps. Cells: musa FusedAdamW,
+musa AdamW(foreach=True), and the native device's AdamW(fused=True) and AdamW(foreach=True)
+(the CPU on the host driver, cuda on the GPU), each cell in a fresh process, the native ones never
+importing torch_musa. Floors (issue 19): musa fused faster than musa foreach on the GPU, and
+>= 1.0x native fused.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def shapes(scale):
+    d, vocab, layers = 768, 50257, 12
+    out = [(vocab, d), (1024, d)]
+    for _ in range(layers):
+        out += [(d,), (d,), (3 * d, d), (3 * d,), (d, d), (d,), (d,), (d,), (4 * d, d), (4 * d,), (d, 4 * d), (d,)]
+    out += [(d,), (d,)]
+    return [tuple(max(1, int(n * scale)) if i == 0 else n for i, n in enumerate(s)) for s in out]
+
+
+def child(device, kind, scale, steps):
+    if device != "musa":
+        sys.modules["torch_musa"] = None
+    import torch
+    sys.path.insert(0, HERE)
+    from host_bench import median_time
+    torch.manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(s, device=device) * 0.02) for s in shapes(scale)]
+    for p in params:
+        p.grad = torch.randn_like(p) * 1e-3
+    if kind == "fused" and device == "musa":
+        from torch_musa.optim import FusedAdamW
+        opt = FusedAdamW(params, lr=1e-4)
+    else:
+        opt = torch.optim.AdamW(params, lr=1e-4, **({"fused": True} if kind == "fused" else {"foreach": True}))
+    t = median_time(opt.step, device, steps, warmup=2)
+    print(json.dumps({"ms": t * 1e3, "params": sum(p.numel() for p in params)}))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--child", nargs=2)
+    ap.add_argument("--scale", type=float)
+    a = ap.parse_args()
+    if a.child:
+        return child(a.child[0], a.child[1], a.scale, a.steps)
+    import torch
+    import torch_musa  # noqa: F401  (the driver decides the native reference)
+    driver = torch.musa.get_driver_name()
+    native = "cpu" if driver == "host" else "cuda"
+    scale = 0.125 if driver == "host" else 1.0
+    cells = {(d, k): [] for d in ("musa", native) for k in ("fused", "foreach")}
+    n = 0
+    for _ in range(a.rounds):
+        for d, k in cells:
+            env = dict(os.environ, **({"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"} if d != "musa" else {}))
+            out = subprocess.run([sys.executable, __file__, "--child", d, k, "--scale", str(scale),
+                                  "--steps", str(a.steps)], env=env, capture_output=True, text=True, timeout=900)
+            if out.returncode:
+                raise RuntimeError(out.stderr[-3000:])
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            cells[(d, k)].append(r["ms"])
+            n = r["params"]
+    med = {k: statistics.median(v) for k, v in cells.items()}
+    print(f"\nAdamW step over {n / 1e6:.1f}M parameters, musa driver '{driver}' vs native {native} "
+          f"({a.rounds} rounds, medians, fresh process per cell)")
+    print(f"| {'optimizer':28} | {'ms/step':>8} |")
+    print(f"| {'-' * 28} | {'-' * 8} |")
+    for (d, k), v in med.items():
+        print(f"| {d + (' FusedAdamW' if d == 'musa' and k == 'fused' else f' AdamW({k}=True)'):28} | {v:8.2f} |")
+    print(f"musa fused vs musa foreach: {med[('musa', 'foreach')] / med[('musa', 'fused')]:.3f}x; "
+          f"vs native fused: {med[(native, 'fused')] / med[('musa', 'fused')]:.3f}x (floor >= 1.0 on the GPU)")
+
+
+if __name__ == "__main__":
+    main()
