@@ -133,6 +133,9 @@ _mudnn._install()  # torch.backends.mudnn
 from . import _multiprocessing  # noqa: E402
 
 _multiprocessing.install()  # musa tensors sent to another process fail clearly there
+from . import _serialization  # noqa: E402
+
+_serialization.install()  # CUDA checkpoints without CUDA: the error names map_location='musa'
 
 def __getattr__(name):
     # Inductor finds a PrivateUse1 device's code generation as torch.<device>.Scheduling etc.

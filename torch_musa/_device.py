@@ -31,7 +31,7 @@ def _index(device: _DeviceLike = None, optional: bool = True) -> int:
         device = torch.device(device)
     if isinstance(device, torch.device):
         if device.type != "musa":
-            raise ValueError(f"expected a musa device, got '{device}'")
+            raise ValueError(f"Expected a musa device, but got: {device}")  # torch.cuda's wording
         return current_device() if device.index is None else device.index
     if device is None:
         if not optional:

@@ -19,14 +19,14 @@ struct MusaGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   DeviceType type() const override { return kType; }
 
   c10::Device exchangeDevice(c10::Device d) const override {
-    TORCH_CHECK(d.type() == kType, "expected a musa device, got ", d);
+    TORCH_CHECK(d.type() == kType, "Expected a musa device, but got: ", d);
     auto old = current_device();
     if (d.index() != old) set_device(d.index());
     return c10::Device(kType, old);
   }
   c10::Device getDevice() const override { return c10::Device(kType, current_device()); }
   void setDevice(c10::Device d) const override {
-    TORCH_CHECK(d.type() == kType, "expected a musa device, got ", d);
+    TORCH_CHECK(d.type() == kType, "Expected a musa device, but got: ", d);
     set_device(d.index());
   }
   void uncheckedSetDevice(c10::Device d) const noexcept override { (void)musaSetDevice(d.index()); }

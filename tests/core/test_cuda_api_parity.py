@@ -97,3 +97,11 @@ def test_memory_fraction_argument_errors_as_torch_cuda(device):
 
 def test_amp_dtypes_are_the_low_precision_ones():
     assert torch.musa.get_amp_supported_dtype() == [torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("bad", ["cpu", torch.device("cpu"), "cuda:0"])
+def test_bad_device_argument_names_the_musa_device(device, bad):
+    with pytest.raises(ValueError, match=f"Expected a musa device, but got: {torch.device(bad)}"):
+        torch.musa.set_device(bad)
+    with pytest.raises(ValueError, match="Expected a musa device, but got"):
+        torch.musa.memory_allocated(bad)

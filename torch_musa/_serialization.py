@@ -1,0 +1,26 @@
+"""torch.load of a checkpoint saved on CUDA, where CUDA is not available: the error says how to
+load it onto musa (torch's own says only map_location='cpu'). Registered as a torch.serialization
+package ahead of CUDA's, so it only speaks where CUDA's deserializer would fail; with
+map_location given, or under torch_musa.enable_cuda_compat() / ``python -m torch_musa.run``
+(which map CUDA storages to musa), it is never reached."""
+import torch
+
+
+def _tag(obj):
+    return None  # saving is not this package's business
+
+
+def _deserialize(obj, location):
+    if isinstance(location, str) and location.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(
+            f"Attempting to deserialize object on a CUDA device ({location}) but CUDA is not available. "
+            "To load it onto musa, pass map_location='musa' (or torch.device('musa')) to torch.load; "
+            "torch_musa.enable_cuda_compat() or `python -m torch_musa.run` load CUDA checkpoints onto musa "
+            "without changes; map_location='cpu' loads it onto the CPU."
+        )
+    return None
+
+
+def install() -> None:
+    # Priority 19: consulted just before CUDA's (20).
+    torch.serialization.register_package(19, _tag, _deserialize)
