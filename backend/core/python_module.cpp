@@ -58,6 +58,7 @@ PYBIND11_MODULE(_C, m) {
   using namespace torch_musa;
   m.doc() = "torch_musa native extension";
   delegate_structured_ops();
+  register_host_sync_batch_norm();
   m.attr("_torch_version_major") = TORCH_VERSION_MAJOR;
   m.attr("_torch_version_minor") = TORCH_VERSION_MINOR;
 

@@ -214,7 +214,12 @@ Works MCCLBackend::_allgather_base(at::Tensor& output, at::Tensor& input, const 
               output.numel(), " elements; it needs input.numel() * world_size = ", input.numel() * getSize());
   auto in = call.in(input);
   auto out = call.out(output);
-  return track(call.run([&] { return library_->_allgather_base(out, in, library_options(opts)); }));
+  // Ranks' shares are consecutive runs of the output's elements whatever its shape (NCCL's
+  // contract; SyncBatchNorm gathers into a [1, n * world] buffer). Gloo splits the output along
+  // dim 0, so the library gets both buffers flat.
+  auto flat_in = in.is_contiguous() ? in.view({-1}) : in;
+  auto flat_out = out.is_contiguous() ? out.view({-1}) : out;
+  return track(call.run([&] { return library_->_allgather_base(flat_out, flat_in, library_options(opts)); }));
 }
 
 Works MCCLBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,

@@ -30,6 +30,9 @@ at::Tensor alias_on_kernel_device(const at::Tensor& musa);
 // registered (the extension's module init).
 void delegate_structured_ops();
 
+// SyncBatchNorm's CUDA-only kernels, for the host driver (sync_batch_norm.cpp).
+void register_host_sync_batch_norm();
+
 // Ops that had to copy (outputs that could not be adopted), with counts.
 std::unordered_map<std::string, int64_t> copy_path_counts();
 void reset_copy_path_counts();

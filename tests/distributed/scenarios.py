@@ -427,6 +427,27 @@ def powersgd(data, ref_losses):
 
 
 # ---------------------------------------------------------------- FSDP2, FSDP1, DTensor / TP, DCP
+def scenario_syncbn():
+    """nn.SyncBatchNorm under DDP: batch statistics over every rank's share, so training matches
+    BatchNorm on the concatenated batch in one process (running statistics included)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    init()
+    data = batches(4)
+
+    def make():
+        return nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 4))
+
+    ref_losses, ref_model = reference_losses(make, data)
+    torch.manual_seed(0)
+    model = nn.SyncBatchNorm.convert_sync_batchnorm(make()).to(dev())
+    if not isinstance(model[1], nn.SyncBatchNorm):
+        failures.append(f"convert_sync_batchnorm gave {type(model[1]).__name__}")
+    train_like_reference("syncbn", DDP(model), data, ref_losses, lambda r: 1e-4 * max(1.0, abs(r)))
+    check("syncbn running_mean", model[1].running_mean, ref_model[1].running_mean, rtol=1e-4, atol=1e-5)
+    check("syncbn running_var", model[1].running_var, ref_model[1].running_var, rtol=1e-4, atol=1e-5)
+
+
 def scenario_fsdp_tp():
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard

@@ -13,3 +13,8 @@ def test_ddp_matches_single_process_training(world):
     for r in results:
         timing = r["ddp_timing"]
         assert timing["avg_backward_compute_time"] > 0 and timing["avg_forward_compute_time"] > 0, timing
+
+
+@pytest.mark.parametrize("world", worlds(2))
+def test_sync_batch_norm_trains_like_batch_norm_on_the_whole_batch(world):
+    assert_no_failures(run_ranks("syncbn", world, timeout=240))
