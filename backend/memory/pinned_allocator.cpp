@@ -2,41 +2,78 @@
 
 #include <ATen/core/CachingHostAllocator.h>
 
-#include <cstring>
+#include <utility>
 
+#include "core/device.h"
 #include "core/musa_check.h"
+#include "core/stream.h"
 
 namespace torch_musa {
 namespace {
 
-void free_pinned(void* p) {
-  if (p) (void)musaFreeHost(p);
-}
-
-// Pinned memory is allocated and freed directly (no cache): it is ATen's
-// host allocator for musa, which torch.accelerator's host-cache calls reach.
-struct PinnedAllocator final : public at::HostAllocator {
-  c10::DataPtr allocate(size_t n) override {
-    void* p = nullptr;
-    if (n) MUSA_CHECK(musaHostAlloc(&p, n));
-    return {p, p, &free_pinned, c10::Device(c10::DeviceType::CPU)};
+// An event marking where a musa stream was when a pinned block was freed.
+struct HostUseEvent {
+  musaEvent_t event = nullptr;
+  HostUseEvent() = default;
+  explicit HostUseEvent(c10::Stream stream) {
+    DeviceScope scope(stream.device_index());
+    MUSA_CHECK(musaEventCreateWithFlags(&event, musaEventDisableTiming));
+    MUSA_CHECK(musaEventRecord(event, native_stream(stream)));
   }
-  c10::DeleterFnPtr raw_deleter() const override { return &free_pinned; }
-  void copy_data(void* dst, const void* src, std::size_t n) const override { std::memcpy(dst, src, n); }
-  // Nothing is reused, so nothing waits for the streams a block was used on
-  // (freeing pinned memory waits for the device itself).
-  bool record_event(void*, void*, c10::Stream) override { return true; }
-  void empty_cache() override {}
-  at::HostStats get_stats() override { return {}; }
-  void reset_accumulated_stats() override {}
-  void reset_peak_stats() override {}
+  HostUseEvent(HostUseEvent&& other) noexcept : event(std::exchange(other.event, nullptr)) {}
+  HostUseEvent& operator=(HostUseEvent&& other) noexcept {
+    std::swap(event, other.event);
+    return *this;
+  }
+  ~HostUseEvent() {
+    if (event) (void)musaEventDestroy(event);
+  }
 };
 
-PinnedAllocator g_pinned;
+// ATen's caching host allocator with musa's runtime underneath.
+struct MusaHostAllocatorImpl final : at::CachingHostAllocatorImpl<c10::Stream, HostUseEvent> {
+ private:
+  void allocate_host_memory(size_t size, void** ptr) override { MUSA_CHECK(musaHostAlloc(ptr, size)); }
+  void free_block(at::HostBlock<c10::Stream>* block) override { (void)musaFreeHost(block->ptr_); }
+  void record_stream(std::optional<std::vector<HostUseEvent>>& events, c10::Stream stream) override {
+    events->emplace_back(stream);
+  }
+  bool query_event(HostUseEvent& e) override {
+    musaError_t r = musaEventQuery(e.event);
+    if (r == musaErrorNotReady) {
+      (void)musaGetLastError();
+      return false;
+    }
+    MUSA_CHECK(r);
+    return true;
+  }
+  c10::Stream get_current_stream() const override { return current_stream(current_device()); }
+  bool stream_is_capturing(c10::Stream stream) const override {
+    musaStreamCaptureStatus status = musaStreamCaptureStatusNone;
+    MUSA_CHECK(musaStreamIsCapturing(native_stream(stream), &status));
+    return status != musaStreamCaptureStatusNone;
+  }
+};
+
+void free_cached_pinned(void* ctx);
+
+struct MusaHostAllocator final : at::CachingHostAllocatorInterface<MusaHostAllocatorImpl, free_cached_pinned> {};
+
+// Never destroyed: pinned tensors may be freed during interpreter exit.
+MusaHostAllocator& g_pinned = *new MusaHostAllocator();
+
+void free_cached_pinned(void* ctx) { g_pinned.free(ctx); }
 
 }  // namespace
 
 c10::Allocator* pinned_allocator() { return &g_pinned; }
+
+void note_pinned_use(const at::Tensor& cpu, c10::Stream stream) {
+  if (!cpu.defined() || !cpu.has_storage()) return;
+  const auto& ptr = cpu.storage().data_ptr();
+  if (ptr.get_deleter() != &free_cached_pinned) return;  // not musa pinned memory
+  g_pinned.record_event(ptr.get(), ptr.get_context(), stream);
+}
 
 }  // namespace torch_musa
 

@@ -9,8 +9,10 @@
 #include <torch/library.h>
 
 #include "memory/caching_allocator.h"
+#include "memory/pinned_allocator.h"
 #include "ops/delegate.h"
 #include "core/device.h"
+#include "core/stream.h"
 #include "ops/kernel_device.h"
 #include "graphs/capture_state.h"
 #include "graphs/host_op_recorder.h"
@@ -70,6 +72,11 @@ at::Tensor musa_copy_from(const at::Tensor& self, const at::Tensor& dst, bool no
     return dst;
   }
   auto& kd = kernel_device();
+  // A pinned block in an asynchronous copy is not reused until the copy is done.
+  if (non_blocking && src_musa != dst_musa) {
+    auto index = dst_musa ? dst.device().index() : self.device().index();
+    note_pinned_use(src_musa ? dst : self, current_stream(index));
+  }
   at::Tensor s = src_musa ? alias_on_kernel_device(self) : self;
   at::Tensor d = dst_musa ? alias_on_kernel_device(dst) : dst;
   auto index = dst_musa ? dst.device().index() : self.device().index();
