@@ -10,11 +10,16 @@
 
 namespace torch_musa {
 
+namespace {
+std::atomic<bool> g_runtime_asked{false};  // the runtime has been asked for its devices
+}
+
 c10::DeviceIndex device_count() noexcept {
   // The set of visible devices is fixed for the life of the process; this
   // sits on every allocation and op, so ask the runtime once.
   static const c10::DeviceIndex count = [] {
     int n = 0;
+    g_runtime_asked.store(true);
     if (musaGetDeviceCount(&n) != musaSuccess) {
       (void)musaGetLastError();
       return c10::DeviceIndex(0);
@@ -51,8 +56,11 @@ namespace {
 std::atomic<bool> g_parent_started{false};
 std::atomic<bool> g_bad_fork{false};
 void before_fork() {  // in the parent, where asking the runtime is safe
+  // A process that never asked for its devices has not started musa, and a
+  // fork must not start the driver for it (a CUDA driver would then refuse the child).
   bool started = false;
-  for (c10::DeviceIndex d = 0; d < device_count() && !started; ++d) started = is_device_initialized(d);
+  if (g_runtime_asked.load())
+    for (c10::DeviceIndex d = 0; d < device_count() && !started; ++d) started = is_device_initialized(d);
   g_parent_started.store(started);
 }
 void in_child_after_fork() { g_bad_fork.store(g_parent_started.load()); }
