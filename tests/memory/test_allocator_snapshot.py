@@ -132,3 +132,24 @@ def test_ring_buffer_max_entries():
 def test_legacy_bool_signature():
     torch.musa.memory._record_memory_history(True, trace_alloc_max_entries=5)
     torch.musa.memory._record_memory_history(False)
+
+
+@pytest.mark.parametrize("stacks", ["all", "python"])
+def test_cpp_frames_only_with_stacks_all(stacks):
+    """As torch.cuda: stacks="all" adds the C++ frames (the allocator, the op that allocated) to the
+    Python ones; stacks="python" records Python frames only."""
+    torch.musa.memory._record_memory_history(context="all", stacks=stacks, clear_history=True)
+    try:
+        x = torch.randn(1000, device="musa")
+        trace = [t for t in torch.musa.memory._snapshot()["device_traces"][0] if t["action"] == "alloc"
+                 and t["addr"] == x.data_ptr()]
+        frames = trace[-1]["frames"]
+        cpp = [f for f in frames if f["filename"].endswith((".cpp", ".h")) or "::" in f["name"]]
+        python = [f for f in frames if f["filename"].endswith(".py")]
+        assert python and any("test_allocator_snapshot.py" in f["filename"] for f in python)
+        if stacks == "all":
+            assert any("torch_musa::" in f["name"] for f in cpp), [f["name"] for f in frames][:10]
+        else:
+            assert not cpp
+    finally:
+        torch.musa.memory._record_memory_history(enabled=None)
