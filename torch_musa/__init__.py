@@ -85,6 +85,7 @@ from . import _dynamo_musagraphs, _inductor  # noqa: E402  (cheap: they import n
 from . import memory  # noqa: E402
 from .memory import (  # noqa: E402
     MemPool,
+    MemPoolContext,
     OutOfMemoryError,
     caching_allocator_alloc,
     caching_allocator_delete,
@@ -170,7 +171,7 @@ __all__ = [
     "memory_reserved", "memory_stats", "memory_summary", "reset_accumulated_memory_stats",
     "reset_max_memory_allocated", "reset_peak_memory_stats", "seed", "seed_all", "set_device",
     "set_per_process_memory_fraction", "set_rng_state", "set_rng_state_all", "set_stream", "stream",
-    "synchronize", "get_driver_name", "enable_cuda_compat", "memory", "MemPool", "use_mem_pool",
+    "synchronize", "get_driver_name", "enable_cuda_compat", "memory", "MemPool", "MemPoolContext", "use_mem_pool",
     "caching_allocator_alloc", "caching_allocator_delete", "get_allocator_backend", "get_per_process_memory_fraction",
     "memory_cached", "max_memory_cached", "memory_snapshot", "memory_stats_as_nested_dict", "reset_max_memory_cached",
     "distributed", "mccl",

@@ -8,6 +8,7 @@ Snapshots (:func:`_snapshot`, :func:`_dump_snapshot`) have torch.cuda's structur
 """
 import collections
 import contextlib
+import threading
 import pickle
 import sys
 from typing import Any, Dict, Optional, Tuple
@@ -272,6 +273,38 @@ def use_mem_pool(pool: MemPool, device=None):
     finally:
         _C._mempool_end(dev, pool.id)
         _C._mempool_release(dev, pool.id)
+
+
+_active_pools = threading.local()
+
+
+class MemPoolContext:
+    """The per-thread active MemPool, as torch_musa and older torch.cuda releases have it:
+    ``with MemPoolContext(pool):`` routes this thread's allocations to ``pool`` (use_mem_pool's
+    routing), and ``MemPoolContext.active_pool()`` is the innermost one active on this thread."""
+
+    def __init__(self, pool: MemPool):
+        if not isinstance(pool, MemPool):
+            raise TypeError(f"MemPoolContext needs a torch.musa.MemPool, got {type(pool).__name__}")
+        self._pool = pool
+        self._ctx = None
+
+    @staticmethod
+    def active_pool() -> Optional[MemPool]:
+        stack = getattr(_active_pools, "stack", None)
+        return stack[-1] if stack else None
+
+    def __enter__(self):
+        self._ctx = use_mem_pool(self._pool)
+        self._ctx.__enter__()
+        if not hasattr(_active_pools, "stack"):
+            _active_pools.stack = []
+        _active_pools.stack.append(self._pool)
+        return self
+
+    def __exit__(self, *exc):
+        _active_pools.stack.pop()
+        return self._ctx.__exit__(*exc)
 
 
 # ---- summary ----
