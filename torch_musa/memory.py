@@ -247,6 +247,12 @@ class MemPool:
     def device(self) -> int:
         return self._device
 
+    @property
+    def allocator(self):
+        """The pool's custom allocator: None, the musa caching allocator's own memory (as
+        torch.cuda.MemPool().allocator for a pool made without one)."""
+        return None
+
     def use_count(self) -> int:
         return _C._mempool_use_count(self._device, self._id)
 

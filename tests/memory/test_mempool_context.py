@@ -36,3 +36,9 @@ def test_active_pool_is_per_thread(device):
 def test_bad_argument():
     with pytest.raises(TypeError, match="MemPool"):
         torch.musa.MemPoolContext("pool")
+
+
+def test_pool_allocator_is_none_and_custom_ones_are_refused_clearly(device):
+    assert torch.musa.MemPool().allocator is None  # as torch.cuda.MemPool() without an allocator
+    with pytest.raises(NotImplementedError, match="custom allocator"):
+        torch.musa.MemPool(allocator=object())
