@@ -66,20 +66,17 @@ at::Tensor musa_copy_from(const at::Tensor& self, const at::Tensor& dst, bool no
   TORCH_CHECK(dst_musa || dst.device().is_cpu(), "copy from ", self.device(), " to ", dst.device(),
               " is not supported; copy through the cpu");
   if (dst.numel() == 0) return dst;
-  auto capture_device = dst_musa ? dst.device().index() : self.device().index();
-  if (graphs::any_capture_underway() && graphs::host_recording(capture_device)) {
-    graphs::record_copy(dst, self, non_blocking, capture_device);
+  // The musa device the copy runs on (the destination's, unless it goes to the cpu).
+  const auto index = dst_musa ? dst.device().index() : self.device().index();
+  if (graphs::any_capture_underway() && graphs::host_recording(index)) {
+    graphs::record_copy(dst, self, non_blocking, index);
     return dst;
   }
   auto& kd = kernel_device();
   // A pinned block in an asynchronous copy is not reused until the copy is done.
-  if (non_blocking && src_musa != dst_musa) {
-    auto index = dst_musa ? dst.device().index() : self.device().index();
-    note_pinned_use(src_musa ? dst : self, current_stream(index));
-  }
+  if (non_blocking && src_musa != dst_musa) note_pinned_use(src_musa ? dst : self, current_stream(index));
   at::Tensor s = src_musa ? alias_on_kernel_device(self) : self;
   at::Tensor d = dst_musa ? alias_on_kernel_device(dst) : dst;
-  auto index = dst_musa ? dst.device().index() : self.device().index();
   KernelScope scope(kd, index);
   KernelDeviceCallGuard below_musa;
   const char* name = !src_musa ? "Memcpy HtoD" : !dst_musa ? "Memcpy DtoH" : "Memcpy DtoD";
