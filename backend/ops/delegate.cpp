@@ -118,10 +118,13 @@ AliasCache& alias_cache() {
 
 void note_delegated() { g_delegated.fetch_add(1, std::memory_order_relaxed); }
 
+std::string counted_name(const c10::FunctionSchema& schema) {
+  return schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name();
+}
+
 void count_copy_path(const c10::OperatorHandle& op) {
-  const auto& schema = op.schema();
   std::lock_guard<std::mutex> g(g_counts_mu);
-  g_copy_counts[schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name()]++;
+  g_copy_counts[counted_name(op.schema())]++;
 }
 
 }  // namespace op_layer

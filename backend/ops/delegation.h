@@ -23,6 +23,8 @@
 namespace torch_musa::op_layer {
 
 // Counts an op whose result had to be copied into musa memory.
+// "aten::name.overload", the key the op layer's per-op counts use.
+std::string counted_name(const c10::FunctionSchema& schema);
 void count_copy_path(const c10::OperatorHandle& op);
 
 constexpr auto kMusa = c10::DeviceType::PrivateUse1;

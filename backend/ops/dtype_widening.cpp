@@ -72,7 +72,7 @@ void run_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::S
   for (size_t i = 0; i < nargs; ++i) (*stack)[base + i] = map_tensors((*stack)[base + i], widen);
   {
     std::lock_guard<std::mutex> g(g_mu);
-    g_counts[schema.overload_name().empty() ? schema.name() : schema.name() + "." + schema.overload_name()]++;
+    g_counts[counted_name(schema)]++;
   }
   t_widening = true;
   try {
