@@ -200,7 +200,8 @@ const char* musaGetErrorName(musaError_t e) {
   switch (e) {
 #define N(x) case x: return #x;
     N(musaSuccess) N(musaErrorInvalidValue) N(musaErrorMemoryAllocation)
-    N(musaErrorInitializationError) N(musaErrorInvalidDevice) N(musaErrorNoDevice)
+    N(musaErrorInitializationError) N(musaErrorInvalidConfiguration) N(musaErrorIllegalAddress)
+    N(musaErrorLaunchFailure) N(musaErrorInvalidDevice) N(musaErrorNoDevice)
     N(musaErrorInvalidResourceHandle) N(musaErrorNotReady) N(musaErrorNotSupported)
     N(musaErrorStreamCaptureUnsupported) N(musaErrorStreamCaptureInvalidated)
     N(musaErrorStreamCaptureUnmatched) N(musaErrorStreamCaptureUnjoined) N(musaErrorStreamCaptureImplicit)
@@ -216,6 +217,9 @@ const char* musaGetErrorString(musaError_t e) {
     case musaErrorInvalidValue: return "invalid argument";
     case musaErrorMemoryAllocation: return "out of memory";
     case musaErrorInitializationError: return "initialization error";
+    case musaErrorInvalidConfiguration: return "invalid configuration argument";
+    case musaErrorIllegalAddress: return "an illegal memory access was encountered";
+    case musaErrorLaunchFailure: return "unspecified launch failure";
     case musaErrorInvalidDevice: return "invalid device ordinal";
     case musaErrorNoDevice: return "no MUSA-capable device is detected";
     case musaErrorInvalidResourceHandle: return "invalid resource handle";
@@ -239,6 +243,10 @@ musaError_t musaGetLastError() {
   return e;
 }
 musaError_t musaPeekAtLastError() { return t_last_error; }
+musaError_t musaSetLastError(musaError_t e, const char* message) {
+  if (e == musaSuccess) return musaSuccess;
+  return fail(e, message ? message : "");
+}
 
 const char* musaGetDriverName() {
   State& st = state();

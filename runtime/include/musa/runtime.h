@@ -14,10 +14,13 @@ enum musaError_t : int {
   musaErrorInvalidValue = 1,
   musaErrorMemoryAllocation = 2,
   musaErrorInitializationError = 3,
+  musaErrorInvalidConfiguration = 9,  // a kernel launch asks for more threads or blocks than the device has
   musaErrorInvalidDevice = 101,
   musaErrorNoDevice = 100,
   musaErrorInvalidResourceHandle = 400,
   musaErrorNotReady = 600,
+  musaErrorIllegalAddress = 700,  // a kernel touched memory outside any allocation
+  musaErrorLaunchFailure = 719,   // a kernel faulted (host SIMT: divergent barrier, exception)
   musaErrorNotSupported = 801,
   musaErrorStreamCaptureUnsupported = 900,
   musaErrorStreamCaptureInvalidated = 901,
@@ -96,6 +99,9 @@ const char* musaGetLastErrorMessage();
 // Returns and clears this thread's last error code.
 musaError_t musaGetLastError();
 musaError_t musaPeekAtLastError();
+// Records `error` with `message` as this thread's last error and returns it: how work
+// launched outside the runtime (host SIMT kernels of extensions) reports its errors.
+musaError_t musaSetLastError(musaError_t error, const char* message);
 
 // ---- driver ----
 // Name of the active driver ("host" or "cuda"); chosen by TORCH_MUSA_DRIVER.
