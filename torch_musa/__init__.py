@@ -69,6 +69,7 @@ from ._device import (  # noqa: E402
     get_device_properties,
     is_available,
     is_bf16_supported,
+    is_fp8_supported,
     is_tf32_supported,
     can_device_access_peer,
     is_initialized,
@@ -122,6 +123,7 @@ from .random import (  # noqa: E402
     set_rng_state_all,
 )
 from . import amp, ops, optim  # noqa: E402
+from . import fp8  # noqa: E402  (the fused casts' CUDA kernels; Triton loads on first use)
 from . import distributed, mccl  # noqa: E402
 from . import _device as _device_module  # noqa: E402
 from .cuda_compat import enable_cuda_compat  # noqa: E402
@@ -166,7 +168,7 @@ __all__ = [
     "Event", "Stream", "StreamContext", "OutOfMemoryError", "amp", "current_device", "current_stream",
     "default_stream", "device", "device_count", "device_of", "empty_cache", "get_amp_supported_dtype",
     "get_device_capability", "get_device_name", "get_device_properties", "get_rng_state", "get_rng_state_all",
-    "init", "initial_seed", "is_available", "is_bf16_supported", "is_tf32_supported", "can_device_access_peer", "is_initialized", "manual_seed",
+    "init", "initial_seed", "is_available", "is_bf16_supported", "is_fp8_supported", "is_tf32_supported", "can_device_access_peer", "is_initialized", "manual_seed",
     "manual_seed_all", "max_memory_allocated", "max_memory_reserved", "mem_get_info", "memory_allocated",
     "memory_reserved", "memory_stats", "memory_summary", "reset_accumulated_memory_stats",
     "reset_max_memory_allocated", "reset_peak_memory_stats", "seed", "seed_all", "set_device",

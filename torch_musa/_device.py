@@ -132,6 +132,17 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     return is_available()
 
 
+def is_fp8_supported(device: _DeviceLike = None) -> bool:
+    """Whether the musa device runs float8 matmuls (torch._scaled_mm) natively. The host driver
+    emulates FP8 (it reports MUSA architecture 3.1, the first with FP8); on the cuda driver it is
+    the GPU's answer (compute capability 8.9 and newer: Ada, Hopper, Blackwell)."""
+    if not is_available():
+        return False
+    if get_driver_name() == "host":
+        return True
+    return torch.cuda.get_device_capability(_C._driver_ordinal(_index(device))) >= (8, 9)
+
+
 def is_tf32_supported() -> bool:
     """Whether the current musa device computes float32 matmuls and convolutions in TF32 when
     allowed. The host driver's CPU kernels have no TF32; on the cuda driver it is the GPU's

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .distributed import is_available, is_mccl_available  # noqa: F401
+from .distributed import collective_bytes, is_available, is_mccl_available, reset_collective_bytes  # noqa: F401
 
 
 def library() -> str:
@@ -24,4 +24,4 @@ def version() -> tuple:
     return tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:3])
 
 
-__all__ = ["is_available", "is_mccl_available", "library", "version"]
+__all__ = ["collective_bytes", "is_available", "is_mccl_available", "library", "reset_collective_bytes", "version"]

@@ -11,6 +11,7 @@
 #include "memory/caching_allocator.h"
 #include "ops/delegate.h"
 #include "ops/dtype_widening.h"
+#include "fp8/fp8.h"
 #include "core/device.h"
 #include "core/generator.h"
 #include "core/musa_check.h"
@@ -57,6 +58,7 @@ py::dict device_properties(c10::DeviceIndex device) {
 PYBIND11_MODULE(_C, m) {
   using namespace torch_musa;
   m.doc() = "torch_musa native extension";
+  fp8::register_host_scaled_mm_rules();  // before the op layer takes every op without a kernel
   delegate_structured_ops();
   register_host_sync_batch_norm();
   m.attr("_torch_version_major") = TORCH_VERSION_MAJOR;

@@ -18,6 +18,8 @@ namespace torch_musa::distributed {
 namespace {
 std::mutex staged_mutex;
 std::map<std::string, int64_t> staged;
+std::mutex sent_mutex;
+std::map<std::string, std::pair<int64_t, int64_t>> sent;  // op -> (calls, bytes this rank contributed)
 
 bool is_float8(at::ScalarType t) {
   return t == at::kFloat8_e4m3fn || t == at::kFloat8_e5m2 || t == at::kFloat8_e4m3fnuz ||
@@ -32,6 +34,15 @@ std::map<std::string, int64_t> staged_counts() {
 void reset_staged_counts() {
   std::lock_guard<std::mutex> g(staged_mutex);
   staged.clear();
+}
+
+std::map<std::string, std::pair<int64_t, int64_t>> sent_bytes() {
+  std::lock_guard<std::mutex> g(sent_mutex);
+  return sent;
+}
+void reset_sent_bytes() {
+  std::lock_guard<std::mutex> g(sent_mutex);
+  sent.clear();
 }
 
 void CollectiveCall::check(const at::Tensor& t) {
@@ -69,6 +80,7 @@ at::ScalarType CollectiveCall::library_dtype(at::ScalarType dtype) const {
 at::Tensor CollectiveCall::alias(const at::Tensor& musa, Role role, bool writable) {
   check(musa);
   keep_alive_.push_back(musa);
+  if (role != Role::kOut) sent_bytes_ += static_cast<int64_t>(musa.numel()) * musa.element_size();
   if (role != Role::kIn) outputs_.push_back(musa);
   at::Tensor t = musa;
   if (!t.is_contiguous()) {  // NCCL and Gloo take dense memory only
@@ -121,6 +133,12 @@ std::vector<std::vector<at::Tensor>> CollectiveCall::out(std::vector<std::vector
 
 c10::intrusive_ptr<c10d::Work> CollectiveCall::run(c10::function_ref<c10::intrusive_ptr<c10d::Work>()> launch) {
   if (device_ < 0) device_ = current_device();
+  {
+    std::lock_guard<std::mutex> g(sent_mutex);
+    auto& s = sent[op_];
+    ++s.first;
+    s.second += sent_bytes_;
+  }
   c10::intrusive_ptr<c10d::Work> work;
   {
     KernelScope scope(kernel_device(), device_);

@@ -56,6 +56,7 @@ class CollectiveCall {
   c10d::OpType type_;
   c10::DeviceIndex device_ = -1;
   double divide_by_ = 0;
+  int64_t sent_bytes_ = 0;  // bytes of the tensors this rank contributes (inputs, in-out tensors)
   std::vector<at::Tensor> outputs_;     // the caller's musa tensors that receive results
   std::vector<at::Tensor> written_;     // musa tensors the library writes (outputs or their staging)
   std::vector<at::Tensor> keep_alive_;  // every musa tensor the call touches

@@ -127,5 +127,9 @@ c10::intrusive_ptr<c10d::Backend> new_library(const c10::intrusive_ptr<c10d::Sto
 // library cannot take), by op name.
 std::map<std::string, int64_t> staged_counts();
 void reset_staged_counts();
+// Per collective: (calls, bytes of the tensors this rank contributed): what
+// FP8 all-gather halves, counted where it happens.
+std::map<std::string, std::pair<int64_t, int64_t>> sent_bytes();
+void reset_sent_bytes();
 
 }  // namespace torch_musa::distributed

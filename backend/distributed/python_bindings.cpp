@@ -71,6 +71,8 @@ torch.distributed.init_process_group("mccl"); `library` is that library's backen
   });
   m.def("_staged_counts", [] { return staged_counts(); });
   m.def("_reset_staged_counts", [] { reset_staged_counts(); });
+  m.def("_sent_bytes", [] { return sent_bytes(); });
+  m.def("_reset_sent_bytes", [] { reset_sent_bytes(); });
 }
 
 }  // namespace torch_musa::distributed

@@ -1,4 +1,5 @@
 #include "ops/delegate.h"
+#include "fp8/fp8.h"
 
 #include <ATen/Context.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -284,7 +285,10 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   } catch (const c10::Error& e) {
     // No kernel for a dtype GPUs have: run it widened, over the musa arguments.
     auto narrow = missing_kernel_dtype(e, originals);
-    if (!narrow) throw;
+    if (!narrow) {
+      fp8::rethrow_float8_without_kernel(op, e);
+      throw;
+    }
     stack->resize(base);
     for (auto& v : originals) stack->push_back(std::move(v));
     run_widened(op, stack, *narrow);

@@ -18,6 +18,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "fp8/fp8.h"
 #include "ops/delegate.h"
 #include "ops/delegation.h"
 #include "ops/dtype_widening.h"
@@ -91,7 +92,10 @@ class UnboxedDelegate<Ret(Args...)> {
       // No kernel for one of the arguments' dtypes: the boxed path widens it (dtype_widening.h).
       std::vector<c10::IValue> boxed_args;
       (boxed_args.emplace_back(args), ...);
-      if (!missing_kernel_dtype(e, boxed_args)) throw;
+      if (!missing_kernel_dtype(e, boxed_args)) {
+        fp8::rethrow_float8_without_kernel(op_, e);
+        throw;
+      }
       return boxed(ks, args...);
     }
     if constexpr (kInPlace) {

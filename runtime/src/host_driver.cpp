@@ -129,8 +129,10 @@ class HostDriver final : public Driver {
     p->totalGlobalMem = devices_[dev].capacity;
     unsigned hw = std::thread::hardware_concurrency();
     p->multiProcessorCount = hw ? static_cast<int>(hw) : 1;
-    p->major = 2;  // reported like an MTT S4000 (mp_22)
-    p->minor = 2;
+    // Reported as MUSA architecture 3.1 (mp_31), the first with native FP8:
+    // the host driver emulates FP8, and code gating FP8 on (3, 1) takes its path.
+    p->major = 3;
+    p->minor = 1;
     p->warpSize = 32;
     p->maxThreadsPerBlock = 1024;
     p->l2CacheSize = size_t(8) << 20;

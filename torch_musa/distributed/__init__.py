@@ -101,6 +101,17 @@ def reset_staged_counts() -> None:
     _C._distributed._reset_staged_counts()
 
 
+def collective_bytes() -> dict:
+    """Per mccl collective run by this process: {"calls": n, "bytes": b}, where b counts the bytes of
+    the tensors this rank contributed (an all-gather's shard, an all-reduce's tensor). FP8
+    all-gather shows here as half the all_gather bytes of bf16."""
+    return {op: {"calls": c, "bytes": b} for op, (c, b) in _C._distributed._sent_bytes().items()}
+
+
+def reset_collective_bytes() -> None:
+    _C._distributed._reset_sent_bytes()
+
+
 def _register() -> None:
     if not is_available():
         return
@@ -116,4 +127,5 @@ def _register() -> None:
     dist.ProcessGroupMCCL = ProcessGroupMCCL
 
 
-__all__ = ["ProcessGroupMCCL", "is_available", "is_mccl_available", "staged_counts", "reset_staged_counts"]
+__all__ = ["ProcessGroupMCCL", "is_available", "is_mccl_available", "staged_counts", "reset_staged_counts",
+           "collective_bytes", "reset_collective_bytes"]

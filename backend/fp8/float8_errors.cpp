@@ -1,0 +1,28 @@
+// Most aten kernels have no float8 instantiation (on CPU and CUDA alike):
+// float8 tensors hold data for scaled matmuls and communication, not for
+// arithmetic. The kernel's own error ("add_stub" not implemented for
+// 'Float8_e4m3fn') does not say what to do; this one does.
+#include "fp8/fp8.h"
+
+#include <string>
+
+namespace torch_musa::fp8 {
+
+void rethrow_float8_without_kernel(const c10::OperatorHandle& op, const c10::Error& error) {
+  const std::string msg = error.what_without_backtrace();
+  const std::string marker = "not implemented for '";
+  auto at = msg.find(marker + "Float8_");
+  if (at == std::string::npos) return;
+  const auto start = at + marker.size();
+  const auto end = msg.find('\'', start);
+  if (end == std::string::npos) return;
+  const std::string dtype = msg.substr(start, end - start);  // e.g. Float8_e4m3fn
+  std::string py_dtype = dtype;
+  py_dtype[0] = 'f';  // torch.float8_e4m3fn
+  TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().name(), " has no musa kernel for ", dtype, " (", msg,
+                              "). float8 tensors hold data for scaled matmuls (torch._scaled_mm, torch_musa.fp8) "
+                              "and for communication; for arithmetic, upcast first, e.g. x.to(torch.bfloat16), "
+                              "and cast back with .to(torch.", py_dtype, ").");
+}
+
+}  // namespace torch_musa::fp8
