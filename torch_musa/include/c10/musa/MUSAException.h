@@ -1,0 +1,3 @@
+// The spelling musa-converter gives CUDA code's include: the same as "torch_musa/csrc/core/MUSAException.h".
+#pragma once
+#include "torch_musa/csrc/core/MUSAException.h"

@@ -1,0 +1,2 @@
+#pragma once
+#include "musa_runtime.h"

@@ -1,0 +1,77 @@
+// CUDA's atomic functions for host-compiled device code. Blocks run on several OS
+// threads at once, so these are real (sequentially consistent) atomics; float and
+// double arithmetic is a compare-and-swap loop.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace musa_simt {
+template <typename T, typename F>
+inline T atomic_update(T* p, F f) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomics on 4- or 8-byte values");
+  using Bits = typename std::conditional<sizeof(T) == 4, uint32_t, uint64_t>::type;
+  Bits* bp = reinterpret_cast<Bits*>(p);
+  Bits old_bits = __atomic_load_n(bp, __ATOMIC_RELAXED);
+  for (;;) {
+    T old_v;
+    std::memcpy(&old_v, &old_bits, sizeof(T));
+    T new_v = f(old_v);
+    Bits new_bits;
+    std::memcpy(&new_bits, &new_v, sizeof(T));
+    if (__atomic_compare_exchange_n(bp, &old_bits, new_bits, true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) return old_v;
+  }
+}
+}  // namespace musa_simt
+
+#define MUSA_SIMT_INT_ATOMICS(T)                                                                             \
+  inline T atomicAdd(T* p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }                       \
+  inline T atomicSub(T* p, T v) { return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }                       \
+  inline T atomicExch(T* p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }                     \
+  inline T atomicAnd(T* p, T v) { return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); }                       \
+  inline T atomicOr(T* p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }                         \
+  inline T atomicXor(T* p, T v) { return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); }                       \
+  inline T atomicMin(T* p, T v) {                                                                            \
+    return ::musa_simt::atomic_update(p, [v](T o) { return v < o ? v : o; });                                \
+  }                                                                                                          \
+  inline T atomicMax(T* p, T v) {                                                                            \
+    return ::musa_simt::atomic_update(p, [v](T o) { return v > o ? v : o; });                                \
+  }                                                                                                          \
+  inline T atomicCAS(T* p, T compare, T v) {                                                                 \
+    __atomic_compare_exchange_n(p, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);                  \
+    return compare;                                                                                          \
+  }
+
+MUSA_SIMT_INT_ATOMICS(int)
+MUSA_SIMT_INT_ATOMICS(unsigned int)
+MUSA_SIMT_INT_ATOMICS(long long)
+MUSA_SIMT_INT_ATOMICS(unsigned long long)
+#undef MUSA_SIMT_INT_ATOMICS
+
+inline unsigned short atomicCAS(unsigned short* p, unsigned short compare, unsigned short v) {
+  __atomic_compare_exchange_n(p, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return compare;
+}
+
+#define MUSA_SIMT_FLOAT_ATOMICS(T)                                                                           \
+  inline T atomicAdd(T* p, T v) { return ::musa_simt::atomic_update(p, [v](T o) { return o + v; }); }       \
+  inline T atomicSub(T* p, T v) { return ::musa_simt::atomic_update(p, [v](T o) { return o - v; }); }       \
+  inline T atomicExch(T* p, T v) { return ::musa_simt::atomic_update(p, [v](T) { return v; }); }            \
+  inline T atomicMin(T* p, T v) { return ::musa_simt::atomic_update(p, [v](T o) { return v < o ? v : o; }); } \
+  inline T atomicMax(T* p, T v) { return ::musa_simt::atomic_update(p, [v](T o) { return v > o ? v : o; }); }
+
+MUSA_SIMT_FLOAT_ATOMICS(float)
+MUSA_SIMT_FLOAT_ATOMICS(double)
+#undef MUSA_SIMT_FLOAT_ATOMICS
+
+// Wrapping increment/decrement (CUDA's semantics: ((old >= v) ? 0 : old + 1), ...).
+inline unsigned atomicInc(unsigned* p, unsigned v) {
+  return ::musa_simt::atomic_update(p, [v](unsigned o) { return o >= v ? 0u : o + 1; });
+}
+inline unsigned atomicDec(unsigned* p, unsigned v) {
+  return ::musa_simt::atomic_update(p, [v](unsigned o) { return (o == 0 || o > v) ? v : o - 1; });
+}
+// The _block/_system scopes are the same atomics here.
+#define atomicAdd_block atomicAdd
+#define atomicAdd_system atomicAdd
