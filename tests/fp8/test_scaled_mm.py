@@ -1,0 +1,82 @@
+"""torch._scaled_mm on musa against a float64 reference, and CUDA's rules with CUDA's errors."""
+import pytest
+import torch
+
+E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
+
+
+def operands(device, m=48, k=64, n=32, a_dtype=E4M3, b_dtype=E4M3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = (torch.randn(m, k, generator=g) * 4).to(a_dtype)
+    b = (torch.randn(n, k, generator=g) * 4).to(b_dtype)  # (n, k) row-major: b.t() is column-major
+    return a, b, a.to(device), b.to(device).t()
+
+
+def reference(a, b_nk, sa, sb, bias, out_dtype):
+    out = (a.double() * sa.double()) @ (b_nk.double().t() * sb.double())
+    if bias is not None:
+        out = out + bias.double()
+    return out.to(out_dtype).double()
+
+
+def rel_err(got, ref):
+    return ((got.double().cpu() - ref).norm() / ref.norm()).item()
+
+
+@pytest.mark.parametrize("scaling", ["tensorwise", "rowwise"])
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("with_bias", [False, True])
+@pytest.mark.parametrize("fast_accum", [False, True])
+def test_scaled_mm_matches_float64(device, scaling, out_dtype, with_bias, fast_accum):
+    if scaling == "rowwise" and out_dtype != torch.bfloat16:
+        pytest.skip("rowwise scaling writes bf16 only (CUDA's rule; tested as an error below)")
+    if with_bias and out_dtype == torch.float32:
+        pytest.skip("float32 output takes a bf16 bias only")
+    a, b, ma, mb = operands(device)
+    m, n = a.shape[0], b.shape[0]
+    if scaling == "tensorwise":
+        sa, sb = torch.tensor(0.25), torch.tensor(0.5)
+    else:
+        sa, sb = torch.rand(m, 1) + 0.5, torch.rand(1, n) + 0.5
+    bias_dtype = torch.half if out_dtype == torch.float16 else torch.bfloat16
+    bias = torch.randn(n).to(bias_dtype) if with_bias else None
+    got = torch._scaled_mm(ma, mb, sa.to(device), sb.to(device), bias=None if bias is None else bias.to(device),
+                           out_dtype=out_dtype, use_fast_accum=fast_accum)
+    assert got.dtype == out_dtype and got.shape == (m, n) and got.device.type == "musa"
+    assert rel_err(got, reference(a, b, sa, sb, bias, out_dtype)) <= 2e-2
+
+
+def test_scaled_mm_out_and_e5m2_operand(device):
+    a, b, ma, mb = operands(device, b_dtype=E5M2)
+    one = torch.tensor(1.0, device=device)
+    out = torch.empty(a.shape[0], b.shape[0], dtype=torch.bfloat16, device=device)
+    r = torch._scaled_mm(ma, mb, one, one, out_dtype=torch.bfloat16, out=out)
+    assert r.data_ptr() == out.data_ptr()
+    assert rel_err(out, reference(a, b, one.cpu(), one.cpu(), None, torch.bfloat16)) <= 2e-2
+
+
+def test_scaled_mm_rules_and_errors(device):
+    a, b, ma, mb = operands(device)
+    one = torch.tensor(1.0, device=device)
+    cases = [
+        (lambda: torch._scaled_mm(ma, b.t().contiguous().to(device), one, one), "mat2 must be col_major"),
+        (lambda: torch._scaled_mm(ma.t().contiguous().t(), mb, one, one), "self must be row_major"),
+        (lambda: torch._scaled_mm(ma, ma, one, one), "shapes cannot be multiplied"),
+        (lambda: torch._scaled_mm(ma[:, :40].contiguous(), mb[:40], one, one), "divisible by 16"),
+        (lambda: torch._scaled_mm(ma.float(), mb, one, one), "fp8"),
+        (lambda: torch._scaled_mm(ma, mb, one.double(), one), r"float \(fp32\)"),
+        (lambda: torch._scaled_mm(ma, mb, torch.ones(3, 1, device=device), torch.ones(1, 32, device=device),
+                                  out_dtype=torch.bfloat16), "Invalid scaling configuration"),
+        (lambda: torch._scaled_mm(ma, mb, torch.ones(48, 1, device=device), torch.ones(1, 32, device=device),
+                                  out_dtype=torch.float32), "Only bf16"),
+        (lambda: torch._scaled_mm(ma, mb, one, one, bias=torch.ones(7, device=device, dtype=torch.bfloat16),
+                                  out_dtype=torch.bfloat16), "Bias must be size"),
+        (lambda: torch._scaled_mm(ma, mb, one, one, bias=torch.ones(32, device=device),
+                                  out_dtype=torch.bfloat16), "Bias must be"),
+        (lambda: torch._scaled_mm(ma.to(E5M2), mb.to(E5M2), one, one, out_dtype=torch.bfloat16), "e5m2|Float8_e5m2"),
+    ]
+    for fn, pattern in cases:
+        with pytest.raises(RuntimeError, match=pattern):
+            fn()
+    # the process stays usable
+    assert torch._scaled_mm(ma, mb, one, one, out_dtype=torch.bfloat16).shape == (48, 32)
