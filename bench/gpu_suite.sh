@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build torch_musa with the cuda driver, run the test suite
 # on the GPU (TORCH_MUSA_DRIVER=cuda), then the benchmarks. Logs go to $OUT.
-#   bash bench/gpu_suite.sh [build|tests|dist|graphs|compile|profiler|optim|bench|opinfo|overhead|alloc|vmm|all]...
+#   bash bench/gpu_suite.sh [build|tests|dist|graphs|compile|profiler|optim|fp8|bench|opinfo|overhead|alloc|vmm|all]...
 set -u
 OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
@@ -76,6 +76,15 @@ if has optim; then
     tests/core/test_multiprocessing.py -q -rs -p no:cacheprovider --timeout=150 >"$OUT/optim.log" 2>&1
   summary+=("optim/API/widening (cuda driver): $(tail -1 "$OUT/optim.log") ($((SECONDS - t0)) s)")
   timeout ${OPTIM_BENCH_TIMEOUT:-300} python3 bench/optim_bench.py ${OPTIM_BENCH_ARGS:-} 2>&1 | tee "$OUT/optim_bench.log" | tail -8
+fi
+if has fp8; then
+  # FP8 on the cuda driver (Triton fused casts, cuBLASLt _scaled_mm, the recipe, FSDP2 at world 1),
+  # then the FP8 benchmark against bf16 and native cuda.
+  t0=$SECONDS
+  TORCH_MUSA_DIST_DRIVER=cuda NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 timeout ${FP8_TIMEOUT:-400} \
+    python3 -m pytest tests/fp8 -q -rs -p no:cacheprovider --timeout=300 >"$OUT/fp8.log" 2>&1
+  summary+=("fp8 (cuda driver): $(tail -1 "$OUT/fp8.log") ($((SECONDS - t0)) s)")
+  timeout ${FP8_BENCH_TIMEOUT:-400} python3 bench/fp8_bench.py ${FP8_BENCH_ARGS:-} 2>&1 | tee "$OUT/fp8_bench.log" | tail -12
 fi
 if has opinfo; then
   t0=$SECONDS

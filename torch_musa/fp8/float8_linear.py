@@ -14,9 +14,39 @@ from typing import Optional
 
 import torch
 import torch.nn as nn
+from torch.utils.weak import WeakIdKeyDictionary
 
 from . import casting
 from .config import Float8LinearConfig
+
+# Layers fed the same tensor (q/k/v from one norm output, gate/up from another) share its cast:
+# one cast instead of three, and one saved float8 copy. Keyed by the tensor's identity; an entry
+# lives as long as the tensor and is used only while the tensor is unchanged (its version).
+_input_casts = WeakIdKeyDictionary()
+
+
+def _cast_input(x, source, config, transpose):
+    sig = (x.dtype, config.input_dtype, config.power_of_2, transpose)
+    cacheable = source is not None and not torch.compiler.is_compiling()
+    if cacheable:
+        hit = _input_casts.get(source)
+        if hit is not None and hit[0] == (source._version, sig):
+            return hit[1]
+    c = casting.to_float8_tensorwise(_pad_rows(x) if transpose else x, config.input_dtype, transpose=transpose,
+                                     power_of_2=config.power_of_2)
+    if cacheable:
+        _input_casts[source] = ((source._version, sig), c)
+    return c
+
+
+class _Source:
+    """The layer's input tensor, passed through autograd.Function.apply as a non-tensor argument
+    (the cast cache key; autograd must not treat it as an input)."""
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor):
+        self.tensor = tensor
 
 
 def _pad_rows(x: torch.Tensor, multiple: int = 16) -> torch.Tensor:
@@ -46,12 +76,11 @@ def _weight_float8(weight: torch.Tensor, config: Float8LinearConfig):
 
 class _Float8MatmulTensorwise(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, weight, config: Float8LinearConfig):
+    def forward(ctx, x, weight, config: Float8LinearConfig, source: Optional[_Source] = None):
         out_dtype = x.dtype
         w8, w8_t, sw = _weight_float8(weight, config)
         need_wgrad = weight.requires_grad
-        xc = casting.to_float8_tensorwise(_pad_rows(x) if need_wgrad else x, config.input_dtype,
-                                          transpose=need_wgrad, power_of_2=config.power_of_2)
+        xc = _cast_input(x, source.tensor if source else None, config, need_wgrad)
         x8 = xc.data[: x.shape[0]]
         inv_sx, inv_sw = xc.scale.reciprocal(), sw.reciprocal()
         y = _mm(x8, w8.t(), inv_sx, inv_sw, out_dtype, config.use_fast_accum)
@@ -72,7 +101,7 @@ class _Float8MatmulTensorwise(torch.autograd.Function):
             grad_x = _mm(gc.data[: ctx.m], w8_t.t(), inv_sg, inv_sw, ctx.x_dtype)
         if need_wgrad:
             grad_w = _mm(gc.data_t, x8_t.t(), inv_sg, inv_sx, ctx.w_dtype)
-        return grad_x, grad_w, None
+        return grad_x, grad_w, None, None
 
 
 def _rowwise(x, dtype, config):
@@ -136,12 +165,15 @@ class Float8Linear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         device_type = x.device.type
+        source = _Source(x)  # before autocast's cast, which makes a new tensor per layer
         if torch.is_autocast_enabled(device_type):
             x = x.to(torch.get_autocast_dtype(device_type))
         shape = x.shape
-        fn = _Float8MatmulTensorwise if self.config.recipe == "tensorwise" else _Float8MatmulRowwise
         with torch.autocast(device_type, enabled=False):
-            y = fn.apply(x.reshape(-1, shape[-1]), self.weight, self.config)
+            if self.config.recipe == "tensorwise":
+                y = _Float8MatmulTensorwise.apply(x.reshape(-1, shape[-1]), self.weight, self.config, source)
+            else:
+                y = _Float8MatmulRowwise.apply(x.reshape(-1, shape[-1]), self.weight, self.config)
         y = y.reshape(*shape[:-1], self.out_features)
         if self.bias is not None:
             y = y + self.bias.to(y.dtype)
