@@ -277,7 +277,7 @@ def converted_corpus(tmp_path_factory):
 def test_corpus_converts_cleanly(converted_corpus):
     dst, report = converted_corpus
     assert report.ok, report.render()
-    assert report.seen == len(list(CORPUS.glob("*.py")))
+    assert report.seen == len([p for p in CORPUS.rglob("*") if p.suffix in (".py", ".cu", ".cpp")])
     assert len(report.changed) == report.seen
     for path in dst.glob("*.py"):
         text = path.read_text()

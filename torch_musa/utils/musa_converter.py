@@ -276,6 +276,28 @@ def convert_source(source: str, launch: bool = False) -> ConversionResult:
     return ConversionResult(source, new_module.code, rewriter.counts)
 
 
+# C/C++ and CUDA sources (extensions): plain text, the token rules after these, which
+# map CUDA spellings whose musa counterpart is not a token swap.
+CPP_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".c", ".h", ".hpp", ".hxx")
+CPP_RULES: Tuple[Tuple[str, str], ...] = (
+    ("is_cuda()", "is_privateuseone()"),
+    ("kCUDA", "kPrivateUse1"),
+    ("DeviceType::CUDA", "DeviceType::PrivateUse1"),
+)
+
+
+def convert_cpp_source(source: str) -> ConversionResult:
+    """Convert C/C++/CUDA source text (``.cu`` keeps its name: rename it ``.mu`` if you like)."""
+    counts: Counter = Counter()
+    text = source
+    for src, dst in CPP_RULES:
+        n = text.count(src)
+        if n:
+            counts[_rule_name(src, dst)] += n
+            text = text.replace(src, dst)
+    return ConversionResult(source, _replace_tokens(text, counts), counts)
+
+
 # --------------------------------------------------------------------------
 # Files and folders
 # --------------------------------------------------------------------------
@@ -328,7 +350,7 @@ def _is_excluded(path: str, excluded: Sequence[str]) -> bool:
 
 
 def collect_files(root: str, excluded: Sequence[str] = ()) -> List[str]:
-    """Python files under ``root`` (a file or a folder), sorted, minus exclusions."""
+    """Python and C/C++/CUDA files under ``root`` (a file or a folder), sorted, minus exclusions."""
     root = os.path.abspath(root)
     excluded = [os.path.abspath(e) for e in excluded]
     if os.path.isfile(root):
@@ -344,7 +366,7 @@ def collect_files(root: str, excluded: Sequence[str] = ()) -> List[str]:
         )
         for name in sorted(filenames):
             full = os.path.join(dirpath, name)
-            if name.endswith(".py") and not _is_excluded(full, excluded):
+            if name.endswith((".py",) + CPP_SUFFIXES) and not _is_excluded(full, excluded):
                 found.append(full)
     return found
 
@@ -397,7 +419,7 @@ def convert_file(
     if text.startswith("\ufeff"):
         bom, text = "\ufeff", text[1:]
     try:
-        result = convert_source(text, launch=launch)
+        result = convert_cpp_source(text) if path.endswith(CPP_SUFFIXES) else convert_source(text, launch=launch)
     except cst.ParserSyntaxError as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else "syntax error"
         report.skipped.append((shown, f"not valid Python (line {e.raw_line}: {msg})"))

@@ -22,6 +22,12 @@ inline LaunchConfig config(dim3 grid, dim3 block, size_t shared = 0, musaStream_
   return LaunchConfig{grid, block, shared, stream};
 }
 
+// Puts a grid on its stream; one instantiation for every kernel (the task owns the
+// arguments: a captured graph replays it with the same ones).
+inline void enqueue(const LaunchConfig& c, const char* name, void (*fn)(void*), std::shared_ptr<void> job) {
+  musaLaunchTask(c.stream, [c, name, fn, job] { run_grid(c, name, fn, job.get()); }, name);
+}
+
 template <typename Body, typename... Args>
 inline void launch(const LaunchConfig& cfg, const char* name, Body body, Args&&... args) {
   if (!validate(cfg, name)) return;
@@ -33,10 +39,8 @@ inline void launch(const LaunchConfig& cfg, const char* name, Body body, Args&&.
       std::apply([j](auto&... a) { j->body(a...); }, j->args);
     }
   };
-  auto job = std::make_shared<Job>(Job{std::move(body), std::tuple<std::decay_t<Args>...>(std::forward<Args>(args)...)});
-  LaunchConfig c = cfg;
-  // The task owns the arguments: a captured graph replays it with the same ones.
-  musaLaunchTask(cfg.stream, [c, name, job] { run_grid(c, name, &Job::call, job.get()); }, name);
+  enqueue(cfg, name, &Job::call,
+          std::make_shared<Job>(Job{std::move(body), std::tuple<std::decay_t<Args>...>(std::forward<Args>(args)...)}));
 }
 
 }  // namespace musa_simt

@@ -19,6 +19,7 @@ A layer over :mod:`torch.utils.cpp_extension` (ninja builds):
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 from torch.utils import cpp_extension as _cpp
@@ -184,7 +185,12 @@ def load_inline(name: str, cpp_sources: Union[str, Sequence[str]], musa_sources=
     sources = [main]
     if kernels.strip():
         mu = os.path.join(build_dir, "musa.mu")
-        _build._write_if_changed(mu, "#include <torch/types.h>\n#include <musa_runtime.h>\n" + kernels)
+        # torch's load_inline gives CUDA sources torch/types.h; it is a slow header (about 20 s),
+        # so kernel code that names no torch::/at:: API is compiled without it.
+        prelude = "#include <musa_runtime.h>\n"
+        if re.search(r"\b(torch|at)::(?!musa::)", kernels):
+            prelude = "#include <torch/types.h>\n" + prelude
+        _build._write_if_changed(mu, prelude + kernels)
         sources.append(mu)
     return load(name, sources, extra_cflags=extra_cflags, extra_ldflags=extra_ldflags,
                 extra_include_paths=extra_include_paths, build_directory=build_dir, verbose=verbose,

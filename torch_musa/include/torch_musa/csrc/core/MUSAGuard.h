@@ -17,7 +17,8 @@ class MUSAGuard {
  public:
   explicit MUSAGuard(c10::DeviceIndex index) : guard_(musa_device(index)) {}
   explicit MUSAGuard(c10::Device device) : guard_(device) {}
-  void set_device(c10::Device device) { guard_.set_device(device); }
+  void set_device(c10::Device device) { guard_.reset_device(device); }
+  void reset_device(c10::Device device) { guard_.reset_device(device); }
   void set_index(c10::DeviceIndex index) { guard_.set_index(index); }
   c10::Device original_device() const { return guard_.original_device(); }
   c10::Device current_device() const { return guard_.current_device(); }
@@ -32,9 +33,9 @@ class OptionalMUSAGuard {
   explicit OptionalMUSAGuard(std::optional<c10::Device> device) : guard_(device) {}
   explicit OptionalMUSAGuard(std::optional<c10::DeviceIndex> index)
       : guard_(index ? std::optional<c10::Device>(musa_device(*index)) : std::nullopt) {}
-  void set_device(c10::Device device) { guard_.set_device(device); }
-  void set_index(c10::DeviceIndex index) { guard_.set_index(index); }
-  void reset() { guard_.reset(); }
+  void set_device(c10::Device device) { guard_.reset_device(device); }
+  void reset_device(c10::Device device) { guard_.reset_device(device); }
+  void set_index(c10::DeviceIndex index) { guard_.reset_device(musa_device(index)); }
   std::optional<c10::Device> original_device() const { return guard_.original_device(); }
   std::optional<c10::Device> current_device() const { return guard_.current_device(); }
 
