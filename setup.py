@@ -59,6 +59,11 @@ class CMakeBuild(build_ext):
             f.write('"""Written by setup.py at build time."""\n')
             f.write(f"TORCH_VERSION = {torch.__version__.split('+')[0]!r}\n")
             f.write(f"TORCH_CUDA = {torch.version.cuda!r}\n")
+        # Extensions compiled for the host driver include the runtime's header: it ships in the
+        # package beside the extension headers (torch_musa/include, found by include_paths()).
+        rt_include = os.path.join(out_dir, "include", "musa")
+        os.makedirs(rt_include, exist_ok=True)
+        shutil.copy2(os.path.join(ROOT, "runtime", "include", "musa", "runtime.h"), rt_include)
         built = os.path.join(out_dir, os.path.basename(ext_path))
         if os.path.abspath(built) != ext_path:  # setuptools copies it from build-lib
             os.makedirs(os.path.dirname(ext_path), exist_ok=True)
@@ -84,12 +89,17 @@ setup(
     install_requires=[f"torch=={TORCH_BUILT_FOR}"] if TORCH_BUILT_FOR else [],
     description="torch.device('musa') for stock PyTorch: MUSA runtime, host and cuda drivers",
     packages=find_packages(include=["torch_musa", "torch_musa.*"]),
+    # Headers for extension code (MUSAExtension / load_inline): torch_musa/include.
+    package_data={"torch_musa": ["include/*.h", "include/**/*.h"]},
     ext_modules=[CMakeExtension("torch_musa._C")],
     cmdclass={"build_ext": CMakeBuild},
     python_requires=">=3.10",
     entry_points={
         "torch.backends": ["torch_musa = torch_musa:_autoload"],
-        "console_scripts": ["musa-converter = torch_musa.utils.musa_converter:main"],
+        "console_scripts": [
+            "musa-converter = torch_musa.utils.musa_converter:main",
+            "mcc = torch_musa.utils.musa_extension.mcc:main",
+        ],
     },
     zip_safe=False,
 )
