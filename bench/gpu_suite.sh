@@ -86,6 +86,17 @@ if has fp8; then
   summary+=("fp8 (cuda driver): $(tail -1 "$OUT/fp8.log") ($((SECONDS - t0)) s)")
   timeout ${FP8_BENCH_TIMEOUT:-400} python3 bench/fp8_bench.py ${FP8_BENCH_ARGS:-} 2>&1 | tee "$OUT/fp8_bench.log" | tail -12
 fi
+if has extensions; then
+  # .mu kernel extensions on the cuda driver (nvcc; setup.py and load_inline builds, the converted CUDA
+  # extension, mcc), then the softmax kernel against a native CUDA extension, then the host emulation's
+  # throughput on this machine's cores.
+  t0=$SECONDS
+  timeout ${EXT_TIMEOUT:-900} python3 -m pytest tests/extensions -q -rs -p no:cacheprovider --timeout=800 >"$OUT/extensions.log" 2>&1
+  summary+=("extensions (cuda driver): $(tail -1 "$OUT/extensions.log") ($((SECONDS - t0)) s)")
+  timeout ${EXT_BENCH_TIMEOUT:-600} python3 bench/ext_bench.py ${EXT_BENCH_ARGS:-} 2>&1 | tee "$OUT/ext_bench.log" | tail -6
+  TORCH_MUSA_DRIVER=host timeout ${EXT_BENCH_TIMEOUT:-600} python3 bench/ext_bench.py --rounds 3 2>&1 | tee "$OUT/ext_bench_host.log" | tail -5
+  summary+=("extensions bench: $(grep -h 'worst shape' "$OUT/ext_bench.log")")
+fi
 if has opinfo; then
   t0=$SECONDS
   timeout ${OPINFO_TIMEOUT:-400} python3 -m tests.ops.opinfo_sweep --json "$OUT/opinfo.json" >"$OUT/opinfo.log" 2>&1
