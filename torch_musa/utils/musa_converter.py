@@ -460,7 +460,7 @@ def convert_paths(
     backup: bool = True,
     progress: Optional[bool] = None,
 ) -> ConversionReport:
-    """Convert every Python file under ``root``; returns the report."""
+    """Convert every Python and C/C++/CUDA file under ``root``; returns the report."""
     excluded = list(excluded)
     files = collect_files(root, excluded)
     launch_abs = os.path.abspath(launch_path) if launch_path else None
