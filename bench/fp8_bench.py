@@ -5,7 +5,8 @@
 Cells, each in a fresh process (the native ones never import torch_musa), rounds alternating:
   * torch._scaled_mm M=N=K=8192, tensorwise and rowwise scales: musa against native cuda (TFLOP/s);
   * Float8Linear (dynamic tensorwise) forward+backward, M=16384, K=N=8192, against bf16 nn.Linear;
-  * a Llama-style decoder stack (8 layers, d_model 4096, seq 2048, SwiGLU 11008, AdamW) training
+  * a Llama-style decoder stack (8 layers, d_model 4096, seq 2048, batch 8 = the M of 16384 above,
+    SwiGLU 11008, AdamW) training
     step, torch_musa.fp8's recipe against bf16 (tokens/s, peak memory); native cuda bf16, and
     torchao's float8 on native cuda where torchao is importable.
 Floors (issue 18): _scaled_mm >= 0.98x native; Float8Linear >= 1.35x bf16; the FP8 step >= 1.2x
@@ -182,7 +183,7 @@ def worker(device, quick, only):
     if "linear" in only:
         out.update(bench_linear(device, *((512, 256, 256) if quick else (16384, 8192, 8192)), fp8_linear))
     if "llama" in only:
-        size = (256, 2, 688, 4, 512, 128, 1) if quick else (4096, 8, 11008, 32, 32000, 2048, 1)
+        size = (256, 2, 688, 4, 512, 128, 2) if quick else (4096, 8, 11008, 32, 32000, 2048, 8)
         recipes = ["bf16", "musa_fp8"] if device == "musa" else ["bf16"]
         if device == "cuda":
             try:

@@ -2,8 +2,10 @@
 // data (and, for the backward's GEMMs, the transposed copy), where eager code
 // takes three to five ops and as many passes over memory.
 //
-//   musa_fp8::cast_tensorwise(x, dtype, transpose, power_of_2, scale?) -> (data, data_t, scale)
-//   musa_fp8::cast_rowwise(x, dtype, power_of_2) -> (data, scale)      (one scale per row)
+//   musa_fp8::cast_tensorwise(x, dtype, transpose, power_of_2, scale?) -> (data, data_t, scale, inv_scale)
+//   musa_fp8::cast_rowwise(x, dtype, power_of_2) -> (data, scale, inv_scale)   (one scale per row)
+// inv_scale = 1 / scale (float32, correctly rounded) is what torch._scaled_mm takes: returning it
+// saves a launch per cast.
 //
 // The arithmetic is fixed so every implementation gives the same bits as the
 // unfused reference (torch_musa.fp8.casting.reference_*):
@@ -38,12 +40,12 @@ float fp8_max(c10::ScalarType t) {
   switch (t) {
     case at::kFloat8_e4m3fn: return 448.0f;
     case at::kFloat8_e5m2: return 57344.0f;
-    default: TORCH_CHECK(false, "musa_fp8: float8_dtype must be torch.float8_e4m3fn or torch.float8_e5m2, got ", t);
+    default: TORCH_CHECK_VALUE(false, "musa_fp8: float8_dtype must be torch.float8_e4m3fn or torch.float8_e5m2, got ", t);
   }
 }
 
 void check_input(const Tensor& x, const char* op) {
-  TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf,
+  TORCH_CHECK_VALUE(x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf,
               "musa_fp8::", op, ": the input must be float32, bfloat16 or float16, got ", x.scalar_type());
 }
 
@@ -168,13 +170,13 @@ Tensor empty_t(const Tensor& x, c10::ScalarType dtype, bool transpose) {
 void check_tensorwise(const Tensor& x, c10::ScalarType dtype, bool transpose, const std::optional<Tensor>& scale) {
   check_input(x, "cast_tensorwise");
   fp8_max(dtype);
-  TORCH_CHECK(!transpose || x.dim() >= 1, "musa_fp8::cast_tensorwise: transpose=True needs at least 1 dimension");
-  TORCH_CHECK(!scale || (scale->numel() == 1 && scale->scalar_type() == at::kFloat),
+  TORCH_CHECK_VALUE(!transpose || x.dim() >= 1, "musa_fp8::cast_tensorwise: transpose=True needs at least 1 dimension");
+  TORCH_CHECK_VALUE(!scale || (scale->numel() == 1 && scale->scalar_type() == at::kFloat),
               "musa_fp8::cast_tensorwise: a given scale must be a float32 tensor of one element, got ",
               scale ? scale->sizes() : at::IntArrayRef{}, " ", scale ? scale->scalar_type() : at::kFloat);
 }
 
-std::tuple<Tensor, Tensor, Tensor> cast_tensorwise_cpu(const Tensor& x_in, c10::ScalarType dtype, bool transpose,
+std::tuple<Tensor, Tensor, Tensor, Tensor> cast_tensorwise_cpu(const Tensor& x_in, c10::ScalarType dtype, bool transpose,
                                                        bool power_of_2, const std::optional<Tensor>& given) {
   check_tensorwise(x_in, dtype, transpose, given);
   const Tensor x = x_in.contiguous();
@@ -182,20 +184,22 @@ std::tuple<Tensor, Tensor, Tensor> cast_tensorwise_cpu(const Tensor& x_in, c10::
   Tensor data = at::empty(x.sizes(), x.options().dtype(dtype));
   Tensor data_t = empty_t(x, dtype, transpose);
   Tensor scale = at::empty({}, x.options().dtype(at::kFloat));
+  Tensor inv = at::empty({}, x.options().dtype(at::kFloat));
   dispatch(x.scalar_type(), dtype, [&](auto in_tag, auto out_tag) {
     using in_t = decltype(in_tag);
     using out_t = decltype(out_tag);
     const float s = given ? given->to(at::kCPU).item<float>()
                           : scale_from_amax(parallel_amax(x.const_data_ptr<in_t>(), x.numel()), max, power_of_2);
-    scale.fill_(s);
+    *scale.mutable_data_ptr<float>() = s;
+    *inv.mutable_data_ptr<float>() = 1.0f / s;
     tensorwise_kernel<in_t, out_t>(x, data, data_t, s, max, transpose);
   });
-  return {data, data_t, scale};
+  return {data, data_t, scale, inv};
 }
 
-std::tuple<Tensor, Tensor> cast_rowwise_cpu(const Tensor& x_in, c10::ScalarType dtype, bool power_of_2) {
+std::tuple<Tensor, Tensor, Tensor> cast_rowwise_cpu(const Tensor& x_in, c10::ScalarType dtype, bool power_of_2) {
   check_input(x_in, "cast_rowwise");
-  TORCH_CHECK(x_in.dim() == 2, "musa_fp8::cast_rowwise: the input must be 2-D, got ", x_in.dim(), " dimensions");
+  TORCH_CHECK_VALUE(x_in.dim() == 2, "musa_fp8::cast_rowwise: the input must be 2-D, got ", x_in.dim(), " dimensions");
   const Tensor x = x_in.contiguous();
   const float max = fp8_max(dtype);
   Tensor data = at::empty(x.sizes(), x.options().dtype(dtype));
@@ -203,29 +207,31 @@ std::tuple<Tensor, Tensor> cast_rowwise_cpu(const Tensor& x_in, c10::ScalarType 
   dispatch(x.scalar_type(), dtype, [&](auto in_tag, auto out_tag) {
     rowwise_kernel<decltype(in_tag), decltype(out_tag)>(x, data, scale, max, power_of_2);
   });
-  return {data, scale};
+  return {data, scale, at::reciprocal(scale)};
 }
 
-std::tuple<Tensor, Tensor, Tensor> cast_tensorwise_meta(const Tensor& x, c10::ScalarType dtype, bool transpose, bool,
-                                                        const std::optional<Tensor>& given) {
+std::tuple<Tensor, Tensor, Tensor, Tensor> cast_tensorwise_meta(const Tensor& x, c10::ScalarType dtype,
+                                                                bool transpose, bool,
+                                                                const std::optional<Tensor>& given) {
   check_tensorwise(x, dtype, transpose, given);
   return {at::empty(x.sizes(), x.options().dtype(dtype)), empty_t(x, dtype, transpose),
-          at::empty({}, x.options().dtype(at::kFloat))};
+          at::empty({}, x.options().dtype(at::kFloat)), at::empty({}, x.options().dtype(at::kFloat))};
 }
 
-std::tuple<Tensor, Tensor> cast_rowwise_meta(const Tensor& x, c10::ScalarType dtype, bool) {
+std::tuple<Tensor, Tensor, Tensor> cast_rowwise_meta(const Tensor& x, c10::ScalarType dtype, bool) {
   check_input(x, "cast_rowwise");
   fp8_max(dtype);
-  TORCH_CHECK(x.dim() == 2, "musa_fp8::cast_rowwise: the input must be 2-D, got ", x.dim(), " dimensions");
-  return {at::empty(x.sizes(), x.options().dtype(dtype)), at::empty({x.size(0), 1}, x.options().dtype(at::kFloat))};
+  TORCH_CHECK_VALUE(x.dim() == 2, "musa_fp8::cast_rowwise: the input must be 2-D, got ", x.dim(), " dimensions");
+  return {at::empty(x.sizes(), x.options().dtype(dtype)), at::empty({x.size(0), 1}, x.options().dtype(at::kFloat)),
+          at::empty({x.size(0), 1}, x.options().dtype(at::kFloat))};
 }
 
 }  // namespace
 
 TORCH_LIBRARY(musa_fp8, m) {
   m.def("cast_tensorwise(Tensor x, ScalarType float8_dtype, bool transpose=False, bool power_of_2=False, "
-        "Tensor? scale=None) -> (Tensor data, Tensor data_t, Tensor scale)");
-  m.def("cast_rowwise(Tensor x, ScalarType float8_dtype, bool power_of_2=False) -> (Tensor data, Tensor scale)");
+        "Tensor? scale=None) -> (Tensor data, Tensor data_t, Tensor scale, Tensor inv_scale)");
+  m.def("cast_rowwise(Tensor x, ScalarType float8_dtype, bool power_of_2=False) -> (Tensor data, Tensor scale, Tensor inv_scale)");
 }
 
 TORCH_LIBRARY_IMPL(musa_fp8, CPU, m) {

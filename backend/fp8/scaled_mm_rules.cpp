@@ -62,9 +62,11 @@ void check(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb,
               " and ", b.size(0), "x", b.size(1), ")");
   TORCH_CHECK(!(a.scalar_type() == at::kFloat8_e5m2 && b.scalar_type() == at::kFloat8_e5m2),
               "Multiplication of two Float8_e5m2 matrices is not supported");
-  TORCH_CHECK(row_major(a) || has_zero_dim(a), "self must be row_major, got stride ", a.strides(),
-              " (make it contiguous: a.contiguous())");
-  TORCH_CHECK(col_major(b) || has_zero_dim(b), "mat2 must be col_major, got stride ", b.strides(),
+  // cuBLASLt's wording, with which operand is wrong and how to fix it.
+  TORCH_CHECK(row_major(a) || has_zero_dim(a), "Only multiplication of row-major and column-major matrices is "
+              "supported by cuBLASLt: self must be row_major, got stride ", a.strides(), " (use self.contiguous())");
+  TORCH_CHECK(col_major(b) || has_zero_dim(b), "Only multiplication of row-major and column-major matrices is "
+              "supported by cuBLASLt: mat2 must be col_major, got stride ", b.strides(),
               " (pass a transposed row-major matrix: w.t() for a weight w of shape (N, K))");
   TORCH_CHECK(a.size(1) % 16 == 0, "Expected self.size(1) to be divisible by 16, but got self.size(1)=", a.size(1));
   TORCH_CHECK(b.size(0) % 16 == 0 && b.size(1) % 16 == 0,

@@ -59,8 +59,8 @@ def test_scaled_mm_rules_and_errors(device):
     a, b, ma, mb = operands(device)
     one = torch.tensor(1.0, device=device)
     cases = [
-        (lambda: torch._scaled_mm(ma, b.t().contiguous().to(device), one, one), "mat2 must be col_major"),
-        (lambda: torch._scaled_mm(ma.t().contiguous().t(), mb, one, one), "self must be row_major"),
+        (lambda: torch._scaled_mm(ma, b.t().contiguous().to(device), one, one), "row-major and column-major"),
+        (lambda: torch._scaled_mm(ma.t().contiguous().t(), mb, one, one), "row-major and column-major"),
         (lambda: torch._scaled_mm(ma, ma, one, one), "shapes cannot be multiplied"),
         (lambda: torch._scaled_mm(ma[:, :40].contiguous(), mb[:40], one, one), "divisible by 16"),
         (lambda: torch._scaled_mm(ma.float(), mb, one, one), "fp8"),

@@ -44,7 +44,7 @@ def _clamp_cast(v, fp8_max, OUT: tl.constexpr):
 
 
 @triton.jit
-def _tensorwise_kernel(x_ptr, y_ptr, yt_ptr, amax_bits_ptr, given_ptr, scale_out_ptr, M, K, fp8_max,
+def _tensorwise_kernel(x_ptr, y_ptr, yt_ptr, amax_bits_ptr, given_ptr, scale_out_ptr, inv_out_ptr, M, K, fp8_max,
                        HAS_SCALE: tl.constexpr, TRANSPOSE: tl.constexpr, POW2: tl.constexpr, OUT: tl.constexpr,
                        BM: tl.constexpr, BK: tl.constexpr):
     pid_m = tl.program_id(0)
@@ -63,10 +63,11 @@ def _tensorwise_kernel(x_ptr, y_ptr, yt_ptr, amax_bits_ptr, given_ptr, scale_out
         tl.store(yt_ptr + rk[:, None] * M + rm[None, :], tl.trans(y), mask=tl.trans(mask))
     if (pid_m == 0) & (pid_k == 0):
         tl.store(scale_out_ptr, s)
+        tl.store(inv_out_ptr, tl.math.div_rn(1.0, s))
 
 
 @triton.jit
-def _rowwise_kernel(x_ptr, y_ptr, scale_ptr, K, fp8_max, POW2: tl.constexpr, OUT: tl.constexpr,
+def _rowwise_kernel(x_ptr, y_ptr, scale_ptr, inv_ptr, K, fp8_max, POW2: tl.constexpr, OUT: tl.constexpr,
                     BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     base = row * K
@@ -78,6 +79,7 @@ def _rowwise_kernel(x_ptr, y_ptr, scale_ptr, K, fp8_max, POW2: tl.constexpr, OUT
     amax = tl.max(acc, axis=0).to(tl.float32, bitcast=True)
     s = _scale_of(amax, fp8_max, POW2)
     tl.store(scale_ptr + row, s)
+    tl.store(inv_ptr + row, tl.math.div_rn(1.0, s))
     for k0 in range(0, K, BLOCK):
         offs = k0 + tl.arange(0, BLOCK)
         m = offs < K
@@ -93,9 +95,10 @@ def cast_tensorwise(x, float8_dtype, transpose=False, power_of_2=False, scale=No
     data = torch.empty(x.shape, dtype=float8_dtype, device=x.device)
     data_t = torch.empty((K, M) if transpose else (0,), dtype=float8_dtype, device=x.device)
     scale_out = torch.empty((), dtype=torch.float32, device=x.device)
+    inv_out = torch.empty((), dtype=torch.float32, device=x.device)
     if x.numel() == 0:
         scale_out.fill_(fp8_max / _MIN_AMAX if scale is None else scale.item())
-        return data, data_t, scale_out
+        return data, data_t, scale_out, scale_out.reciprocal()
     if scale is None:
         amax_bits = torch.zeros(1, dtype=torch.int32, device=x.device)
         block = 4096
@@ -106,10 +109,10 @@ def cast_tensorwise(x, float8_dtype, transpose=False, power_of_2=False, scale=No
         given = scale.reshape(1).float()
     BM, BK = 64, 128
     grid = (triton.cdiv(M, BM), triton.cdiv(K, BK))
-    _tensorwise_kernel[grid](x, data, data_t, amax_bits, given, scale_out, M, K, fp8_max,
+    _tensorwise_kernel[grid](x, data, data_t, amax_bits, given, scale_out, inv_out, M, K, fp8_max,
                              HAS_SCALE=scale is not None, TRANSPOSE=transpose, POW2=power_of_2,
                              OUT=_TL_DTYPE[float8_dtype], BM=BM, BK=BK, num_warps=8)
-    return data, data_t, scale_out
+    return data, data_t, scale_out, inv_out
 
 
 def cast_rowwise(x, float8_dtype, power_of_2=False):
@@ -117,10 +120,12 @@ def cast_rowwise(x, float8_dtype, power_of_2=False):
     rows, K = x.shape
     data = torch.empty(x.shape, dtype=float8_dtype, device=x.device)
     scale = torch.empty((rows, 1), dtype=torch.float32, device=x.device)
+    inv = torch.empty((rows, 1), dtype=torch.float32, device=x.device)
     if x.numel():
         block = min(2048, triton.next_power_of_2(max(K, 16)))
-        _rowwise_kernel[(rows,)](x, data, scale, K, torch.finfo(float8_dtype).max, POW2=power_of_2,
+        _rowwise_kernel[(rows,)](x, data, scale, inv, K, torch.finfo(float8_dtype).max, POW2=power_of_2,
                                  OUT=_TL_DTYPE[float8_dtype], BLOCK=block, num_warps=4)
     else:
         scale.fill_(torch.finfo(float8_dtype).max / _MIN_AMAX)
-    return data, scale
+        inv = scale.reciprocal()
+    return data, scale, inv

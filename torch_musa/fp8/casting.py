@@ -24,10 +24,7 @@ class Float8Cast(NamedTuple):
     data: torch.Tensor  # float8, x's shape
     data_t: Optional[torch.Tensor]  # float8 (K, M) copy of x viewed as (M, K), if asked for
     scale: torch.Tensor  # float32 multiplier, shape () (tensorwise) or (rows, 1) (rowwise)
-
-    @property
-    def inv_scale(self) -> torch.Tensor:
-        return self.scale.reciprocal()
+    inv_scale: torch.Tensor  # 1 / scale: what torch._scaled_mm takes
 
 
 def _check_dtype(dtype: torch.dtype) -> None:
@@ -47,15 +44,15 @@ def to_float8_tensorwise(
     viewed as (M, K) (the layout the backward's GEMMs need). A given ``scale`` (float32, one
     element) is used instead of computing one from the amax."""
     _check_dtype(dtype)
-    data, data_t, s = torch.ops.musa_fp8.cast_tensorwise(x, dtype, transpose, power_of_2, scale)
-    return Float8Cast(data, data_t if transpose else None, s)
+    data, data_t, s, inv = torch.ops.musa_fp8.cast_tensorwise(x, dtype, transpose, power_of_2, scale)
+    return Float8Cast(data, data_t if transpose else None, s, inv)
 
 
 def to_float8_rowwise(x: torch.Tensor, dtype: torch.dtype = E4M3, *, power_of_2: bool = False) -> Float8Cast:
     """One scale per row of the 2-D ``x`` (shape (rows, 1))."""
     _check_dtype(dtype)
-    data, s = torch.ops.musa_fp8.cast_rowwise(x, dtype, power_of_2)
-    return Float8Cast(data, None, s)
+    data, s, inv = torch.ops.musa_fp8.cast_rowwise(x, dtype, power_of_2)
+    return Float8Cast(data, None, s, inv)
 
 
 # ----- the unfused reference (the definition the fused kernels match bit for bit) -----
@@ -82,9 +79,10 @@ def reference_tensorwise(x, dtype=E4M3, *, transpose=False, power_of_2=False, sc
         scale = amax_to_scale(x.abs().amax(), dtype, power_of_2)
     data = cast_with_scale(x, scale.reshape(()), dtype)
     data_t = data.reshape(-1, x.shape[-1]).t().contiguous() if transpose else None
-    return Float8Cast(data, data_t, scale.reshape(()).float())
+    scale = scale.reshape(()).float()
+    return Float8Cast(data, data_t, scale, scale.reciprocal())
 
 
 def reference_rowwise(x, dtype=E4M3, *, power_of_2=False) -> Float8Cast:
     scale = amax_to_scale(x.abs().amax(dim=1, keepdim=True), dtype, power_of_2)
-    return Float8Cast(cast_with_scale(x, scale, dtype), None, scale)
+    return Float8Cast(cast_with_scale(x, scale, dtype), None, scale, scale.reciprocal())

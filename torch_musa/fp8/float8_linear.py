@@ -64,25 +64,25 @@ def _mm(a, b, scale_a, scale_b, out_dtype, fast_accum=False, rowwise=False):
 
 
 def _weight_float8(weight: torch.Tensor, config: Float8LinearConfig):
-    """(w8, w8_t, scale): the weight in float8, its (K, N) transposed copy, its scale. An FSDP2
-    float8 all-gathered weight arrives already cast (fsdp.py)."""
+    """(w8, w8_t, inv_scale): the weight in float8, its (K, N) transposed copy, its inverse
+    scale. An FSDP2 float8 all-gathered weight arrives already cast (fsdp.py)."""
     from .fsdp import Float8AllGatheredWeight
 
     if isinstance(weight, Float8AllGatheredWeight):
-        return weight._data, weight._data.t().contiguous(), weight._scale
+        return weight._data, weight._data.t().contiguous(), weight._scale.reciprocal()
     c = casting.to_float8_tensorwise(weight, config.weight_dtype, transpose=True, power_of_2=config.power_of_2)
-    return c.data, c.data_t, c.scale
+    return c.data, c.data_t, c.inv_scale
 
 
 class _Float8MatmulTensorwise(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, config: Float8LinearConfig, source: Optional[_Source] = None):
         out_dtype = x.dtype
-        w8, w8_t, sw = _weight_float8(weight, config)
+        w8, w8_t, inv_sw = _weight_float8(weight, config)
         need_wgrad = weight.requires_grad
         xc = _cast_input(x, source.tensor if source else None, config, need_wgrad)
         x8 = xc.data[: x.shape[0]]
-        inv_sx, inv_sw = xc.scale.reciprocal(), sw.reciprocal()
+        inv_sx = xc.inv_scale
         y = _mm(x8, w8.t(), inv_sx, inv_sw, out_dtype, config.use_fast_accum)
         ctx.save_for_backward(xc.data_t if need_wgrad else None, inv_sx, w8_t, inv_sw)
         ctx.config, ctx.m, ctx.x_dtype, ctx.w_dtype = config, x.shape[0], x.dtype, weight.dtype
@@ -95,7 +95,7 @@ class _Float8MatmulTensorwise(torch.autograd.Function):
         need_wgrad = ctx.needs_input_grad[1]
         gc = casting.to_float8_tensorwise(_pad_rows(grad) if need_wgrad else grad, config.gradient_dtype,
                                           transpose=need_wgrad, power_of_2=config.power_of_2)
-        inv_sg = gc.scale.reciprocal()
+        inv_sg = gc.inv_scale
         grad_x = grad_w = None
         if ctx.needs_input_grad[0]:
             grad_x = _mm(gc.data[: ctx.m], w8_t.t(), inv_sg, inv_sw, ctx.x_dtype)
@@ -106,7 +106,7 @@ class _Float8MatmulTensorwise(torch.autograd.Function):
 
 def _rowwise(x, dtype, config):
     c = casting.to_float8_rowwise(x, dtype, power_of_2=config.power_of_2)
-    return c.data, c.scale.reciprocal()
+    return c.data, c.inv_scale
 
 
 class _Float8MatmulRowwise(torch.autograd.Function):

@@ -85,8 +85,8 @@ class WeightWithFloat8AllGather(torch.Tensor):
             amax = self._tensor.abs().amax().float()
             torch.distributed.all_reduce(amax, op=torch.distributed.ReduceOp.MAX, group=mesh.get_group())
             scale = casting.amax_to_scale(amax, dtype, self._config.power_of_2)
-        data = casting.to_float8_tensorwise(self._tensor, dtype, scale=scale).data
-        return (data,), (scale,)
+        c = casting.to_float8_tensorwise(self._tensor, dtype, scale=scale)
+        return (c.data,), (c.scale,)
 
     def fsdp_post_all_gather(self, all_gather_outputs, metadata: Any, param_dtype: torch.dtype, *,
                              out: Optional[torch.Tensor] = None):
