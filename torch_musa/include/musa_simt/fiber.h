@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <new>
 
-#if !defined(__x86_64__)
+#if !defined(__x86_64__) || defined(MUSA_SIMT_UCONTEXT)
 #include <ucontext.h>
 #endif
 
@@ -20,7 +20,7 @@ namespace musa_simt {
 
 using FiberEntry = void (*)(void* arg);
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(MUSA_SIMT_UCONTEXT)  // MUSA_SIMT_UCONTEXT forces the portable path
 // musa_simt_switch(void** save_sp, void* next_sp): saves this context on its stack,
 // stores the stack pointer in *save_sp and resumes the context saved at next_sp.
 // musa_simt_start: the first return address of a new fiber; calls r13(r12), never returns.
