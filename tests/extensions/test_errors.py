@@ -46,3 +46,16 @@ def test_divergent_barrier_is_a_kernel_fault_on_the_host(ext):
     # The block's fibers were reset: a good kernel runs next, on the same thread.
     y = torch.randn(8, 300, device="musa")
     torch.testing.assert_close(ext.row_sum(y, 256, 0), y.sum(1), rtol=1e-5, atol=1e-4)
+
+
+def test_illegal_address_on_the_host(ext):
+    if not _host():
+        pytest.skip("an illegal address is sticky on a GPU: the context would be lost")
+    with pytest.raises(RuntimeError, match=r"an illegal memory access was encountered") as info:
+        ext.illegal_write()
+    msg = str(info.value)
+    assert "musaErrorIllegalAddress" in msg and "illegal_write_kernel" in msg and "address" in msg
+    # The process and the device stay usable, on every worker thread.
+    x = torch.randn(64, 300, device="musa")
+    torch.testing.assert_close(ext.row_sum(x, 256, 0), x.sum(1), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(ext.softmax(x), torch.softmax(x, 1))

@@ -133,3 +133,12 @@ void launch_divergent_barrier(float* x) {
   divergent_barrier_kernel<<<1, 64, 0, c10::musa::getCurrentMUSAStream()>>>(x);
   C10_MUSA_KERNEL_LAUNCH_CHECK();
 }
+
+// A write through a null pointer: musaErrorIllegalAddress. On a GPU the error is sticky
+// (the context is lost), so only the host emulation's test launches it.
+__global__ void illegal_write_kernel(float* p) { p[threadIdx.x] = 1.f; }
+
+void launch_illegal_write() {
+  illegal_write_kernel<<<2, 32, 0, c10::musa::getCurrentMUSAStream()>>>(nullptr);
+  C10_MUSA_KERNEL_LAUNCH_CHECK();
+}

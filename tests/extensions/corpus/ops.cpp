@@ -15,5 +15,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("histogram", &histogram);
   m.def("vote", &vote);
   m.def("divergent_barrier", &divergent_barrier);
+  m.def("illegal_write", &illegal_write);
   m.def("current_stream_handle", &current_stream_handle);
 }

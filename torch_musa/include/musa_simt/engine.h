@@ -9,8 +9,11 @@
 
 #include <musa/runtime.h>
 
+#include <signal.h>
+
 #include <atomic>
 #include <condition_variable>
+#include <csetjmp>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -93,6 +96,29 @@ inline std::string dims(dim3 d) {
 }
 
 class Worker;
+
+// Turns a segmentation fault inside a kernel into the GPU's musaErrorIllegalAddress: the
+// handler jumps back to the faulting OS thread's block runner (Worker::run_blocks), which
+// abandons the grid. Faults outside kernels go to the handler that was there before.
+struct FaultTrap {
+  static void install() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+      struct sigaction sa {};
+      sa.sa_sigaction = &handler;
+      sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+      sigemptyset(&sa.sa_mask);
+      sigaction(SIGSEGV, &sa, &previous(SIGSEGV));
+      sigaction(SIGBUS, &sa, &previous(SIGBUS));
+    });
+  }
+  static struct sigaction& previous(int sig) {
+    static struct sigaction segv {}, bus {};
+    return sig == SIGBUS ? bus : segv;
+  }
+  static void handler(int sig, siginfo_t* info, void* uctx);
+};
+
 // The running fiber's lane and its OS thread's worker: plain pointers, read by threadIdx & co.
 inline thread_local Lane* t_lane = nullptr;
 inline thread_local Worker* t_worker = nullptr;
@@ -111,6 +137,11 @@ class Worker {
   uint3 block_idx{0, 0, 0};
   char* dyn_shared = nullptr;
 
+  // Set while this thread runs blocks: where a fault in a kernel lands.
+  sigjmp_buf trap;
+  volatile bool trap_armed = false;
+  void* volatile fault_addr = nullptr;
+
   // Runs every block this thread claims from `g`.
   void run_blocks(Grid& g) {
     const dim3 b = g.cfg.block;
@@ -122,6 +153,14 @@ class Worker {
     }
     grid = &g;
     t_worker = this;
+    if (sigsetjmp(trap, 1)) {
+      illegal_address(g);
+      grid = nullptr;
+      t_lane = nullptr;
+      t_worker = nullptr;
+      return;
+    }
+    trap_armed = true;
     for (;;) {
       if (g.failed.load(std::memory_order_relaxed)) break;
       uint64_t i = g.next.fetch_add(1, std::memory_order_relaxed);
@@ -131,6 +170,7 @@ class Worker {
                         static_cast<unsigned>(i / (uint64_t(gd.x) * gd.y))};
       run_block(g, n);
     }
+    trap_armed = false;
     grid = nullptr;
     t_lane = nullptr;
     t_worker = nullptr;
@@ -145,7 +185,42 @@ class Worker {
 
  private:
   Worker() = default;
-  ~Worker() { std::free(dyn_shared); }
+  ~Worker() {
+    if (alt_stack_) {
+      stack_t off{};
+      off.ss_flags = SS_DISABLE;
+      sigaltstack(&off, nullptr);
+      std::free(alt_stack_);
+    }
+    std::free(dyn_shared);
+  }
+
+  void illegal_address(Grid& g) {
+    char addr[32];
+    std::snprintf(addr, sizeof(addr), "%p", fault_addr);
+    std::string what = std::string("kernel '") + g.name + "' block " + dims(dim3(block_idx)) + " thread " +
+                       (t_lane ? dims(dim3(t_lane->tid)) : std::string("?")) +
+                       ": illegal memory access at address " + addr;
+    if (stacks_.holds(fault_addr))
+      what += " (a thread overflowed its " + std::to_string(stacks_.stack_size() / 1024) +
+              " KiB stack; set MUSA_SIMT_STACK_KIB)";
+    g.fault(musaErrorIllegalAddress, what);
+    for (unsigned i = 0; i < made_; ++i) init_lane(i);  // the block's fibers were mid-kernel
+  }
+
+  // A signal stack, so a fault on a fiber's guard page can still be handled.
+  void ensure_alt_stack() {
+    if (alt_stack_) return;
+    stack_t cur{};
+    if (sigaltstack(nullptr, &cur) == 0 && !(cur.ss_flags & SS_DISABLE)) return;  // the thread has one
+    const size_t size = 64 * 1024;
+    alt_stack_ = std::malloc(size);
+    if (!alt_stack_) return;
+    stack_t ss{};
+    ss.ss_sp = alt_stack_;
+    ss.ss_size = size;
+    sigaltstack(&ss, nullptr);
+  }
 
   static void fiber_main(void* arg) {
     Lane* l = static_cast<Lane*>(arg);
@@ -170,6 +245,8 @@ class Worker {
   }
 
   bool prepare(unsigned n) {
+    FaultTrap::install();
+    ensure_alt_stack();
     if (!dyn_shared) {
       dyn_shared = static_cast<char*>(std::aligned_alloc(256, kDynamicSharedBuffer));
       if (!dyn_shared) return false;
@@ -295,7 +372,25 @@ class Worker {
   std::unique_ptr<Lane[]> lanes_;
   unsigned made_ = 0;
   bool aborted_ = false;
+  void* alt_stack_ = nullptr;
 };
+
+inline void FaultTrap::handler(int sig, siginfo_t* info, void* uctx) {
+  Worker* w = t_worker;
+  if (w && w->trap_armed) {
+    w->trap_armed = false;
+    w->fault_addr = info->si_addr;
+    siglongjmp(w->trap, 1);
+  }
+  struct sigaction& p = previous(sig);
+  if (p.sa_flags & SA_SIGINFO) {
+    if (p.sa_sigaction) p.sa_sigaction(sig, info, uctx);
+  } else if (p.sa_handler == SIG_DFL) {
+    signal(sig, SIG_DFL);  // the fault repeats on return and takes the default action
+  } else if (p.sa_handler != SIG_IGN) {
+    p.sa_handler(sig);
+  }
+}
 
 // The OS threads blocks run on: hardware_concurrency() of them (MUSA_SIMT_THREADS
 // overrides), the launching thread being one. Grids run one at a time.

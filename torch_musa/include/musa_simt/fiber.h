@@ -139,6 +139,10 @@ class StackArena {
     return true;
   }
   void* stack(size_t i) const { return base_ + i * slot_ + page_; }
+  bool holds(const void* p) const {
+    auto c = static_cast<const char*>(p);
+    return base_ && c >= base_ && c < base_ + slot_ * count_;
+  }
   size_t stack_size() const { return size_; }
   size_t count() const { return count_; }
 
