@@ -7,6 +7,10 @@
 #include <cstring>
 #include <type_traits>
 
+// Everything here is private to each extension (no symbol is shared between two
+// extensions, which may come from different torch_musa versions).
+#pragma GCC visibility push(hidden)
+
 namespace musa_simt {
 template <typename T, typename F>
 inline T atomic_update(T* p, F f) {
@@ -75,3 +79,5 @@ inline unsigned atomicDec(unsigned* p, unsigned v) {
 // The _block/_system scopes are the same atomics here.
 #define atomicAdd_block atomicAdd
 #define atomicAdd_system atomicAdd
+
+#pragma GCC visibility pop

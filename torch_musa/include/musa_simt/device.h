@@ -19,6 +19,10 @@
 #include "device_math.h"
 #include "vector_types.h"
 
+// Everything here is private to each extension (no symbol is shared between two
+// extensions, which may come from different torch_musa versions).
+#pragma GCC visibility push(hidden)
+
 // Execution-space and memory-space keywords: one host compilation serves both sides.
 #define __global__
 #define __device__
@@ -130,3 +134,5 @@ inline long long clock64() {
   return static_cast<long long>(__builtin_readcyclecounter());
 #endif
 }
+
+#pragma GCC visibility pop

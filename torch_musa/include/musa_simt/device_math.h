@@ -7,6 +7,10 @@
 #include <cstring>
 #include <type_traits>
 
+// Everything here is private to each extension (no symbol is shared between two
+// extensions, which may come from different torch_musa versions).
+#pragma GCC visibility push(hidden)
+
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 inline float rcbrtf(float x) { return 1.0f / std::cbrt(x); }
@@ -107,3 +111,5 @@ template <typename T>
 inline T __ldg(const T* p) {
   return *p;
 }
+
+#pragma GCC visibility pop

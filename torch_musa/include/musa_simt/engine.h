@@ -28,6 +28,10 @@
 #include "fiber.h"
 #include "vector_types.h"
 
+// Everything here is private to each extension (no symbol is shared between two
+// extensions, which may come from different torch_musa versions).
+#pragma GCC visibility push(hidden)
+
 namespace musa_simt {
 
 constexpr unsigned kWarpSize = 32;
@@ -498,3 +502,5 @@ inline void run_grid(const LaunchConfig& c, const char* name, void (*fn)(void*),
 }
 
 }  // namespace musa_simt
+
+#pragma GCC visibility pop

@@ -16,6 +16,10 @@
 #include <ucontext.h>
 #endif
 
+// Everything here is private to each extension (no symbol is shared between two
+// extensions, which may come from different torch_musa versions).
+#pragma GCC visibility push(hidden)
+
 namespace musa_simt {
 
 using FiberEntry = void (*)(void* arg);
@@ -157,3 +161,5 @@ class StackArena {
 };
 
 }  // namespace musa_simt
+
+#pragma GCC visibility pop

@@ -16,6 +16,10 @@
 
 #include "engine.h"
 
+// Everything here is private to each extension (no symbol is shared between two
+// extensions, which may come from different torch_musa versions).
+#pragma GCC visibility push(hidden)
+
 namespace musa_simt {
 
 inline LaunchConfig config(dim3 grid, dim3 block, size_t shared = 0, musaStream_t stream = nullptr) {
@@ -44,3 +48,5 @@ inline void launch(const LaunchConfig& cfg, const char* name, Body body, Args&&.
 }
 
 }  // namespace musa_simt
+
+#pragma GCC visibility pop
