@@ -130,9 +130,15 @@ from .cuda_compat import enable_cuda_compat  # noqa: E402
 from .amp import get_amp_supported_dtype  # noqa: E402
 from ._tensor_types import TYPES as _LEGACY_TENSOR_TYPES  # noqa: E402
 from .backends import mudnn as _mudnn  # noqa: E402
+from .backends import musa as _backends_musa  # noqa: E402
 
 globals().update(_LEGACY_TENSOR_TYPES)  # torch.musa.FloatTensor, ...
 _mudnn._install()  # torch.backends.mudnn
+_backends_musa._install()  # torch.backends.musa.matmul
+from . import _import_hooks  # noqa: E402
+from .amp import torchvision_ops as _torchvision_ops  # noqa: E402
+
+_import_hooks.after_import("torchvision", _torchvision_ops.register)  # autocast for torchvision's ops
 from . import _multiprocessing  # noqa: E402
 
 _multiprocessing.install()  # musa tensors sent to another process fail clearly there
