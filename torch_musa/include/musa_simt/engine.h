@@ -184,6 +184,7 @@ class Worker {
   void wait(State s) {
     Lane* l = t_lane;
     l->state = s;
+    ++(s == State::AtBlock ? at_block_ : at_warp_);
     switch_context(&l->ctx, &sched_);
   }
 
@@ -238,6 +239,7 @@ class Worker {
         w.fault_here("threw an exception");
       }
       l->state = State::Done;
+      ++w.done_;
       switch_context(&l->ctx, &w.sched_);
     }
   }
@@ -277,6 +279,7 @@ class Worker {
       l.state = State::Ready;
     }
     aborted_ = false;
+    at_block_ = at_warp_ = done_ = 0;
     const unsigned warps = (n + kWarpSize - 1) / kWarpSize;
     for (;;) {
       for (unsigned i = 0; i < n && !aborted_; ++i) {
@@ -286,18 +289,18 @@ class Worker {
         switch_context(&sched_, &l.ctx);
       }
       if (aborted_) break;
+      if (done_ == n) return;
       bool released = false;
-      unsigned live = 0, at_block = 0;
-      for (unsigned w = 0; w < warps; ++w) released |= release_warp(w, n, &live, &at_block);
-      if (live == 0) return;
-      if (at_block == live) {
+      if (at_warp_)
+        for (unsigned w = 0; w < warps; ++w) released |= release_warp(w, n);
+      if (at_block_ && at_block_ + done_ == n) {
         release_block(n);
         released = true;
       }
       if (!released) {
         g.fault(musaErrorLaunchFailure, "kernel '" + std::string(g.name) + "' block " + dims(dim3(block_idx)) +
-                                            " cannot continue: " + std::to_string(at_block) + " of " +
-                                            std::to_string(live) +
+                                            " cannot continue: " + std::to_string(at_block_) + " of " +
+                                            std::to_string(n - done_) +
                                             " live threads wait at __syncthreads() and the others at a warp "
                                             "operation whose lanes never all arrive (divergent barrier)");
         aborted_ = true;
@@ -309,7 +312,7 @@ class Worker {
   }
 
   // Releases the lanes of warp w whose operation has every live lane of its mask waiting.
-  bool release_warp(unsigned w, unsigned n, unsigned* live, unsigned* at_block) {
+  bool release_warp(unsigned w, unsigned n) {
     const unsigned first = w * kWarpSize;
     const unsigned count = n - first < kWarpSize ? n - first : kWarpSize;
     unsigned live_mask = 0, waiting = 0;
@@ -317,9 +320,7 @@ class Worker {
       State s = lanes_[first + k].state;
       if (s != State::Done) live_mask |= 1u << k;
       if (s == State::AtWarp) waiting |= 1u << k;
-      if (s == State::AtBlock) ++*at_block;
     }
-    *live += __builtin_popcount(live_mask);
     if (!waiting) return false;
     unsigned go = 0;
     for (unsigned k = 0; k < count; ++k)
@@ -341,8 +342,9 @@ class Worker {
         default: break;
       }
       unsigned votes = 0;
-      for (unsigned j = 0; j < count; ++j)
-        if ((m >> j & 1) && ln[j].value != 0) votes |= 1u << j;
+      if (l.wop == WarpOp::Ballot || l.wop == WarpOp::Any || l.wop == WarpOp::All)
+        for (unsigned j = 0; j < count; ++j)
+          if ((m >> j & 1) && ln[j].value != 0) votes |= 1u << j;
       switch (l.wop) {
         case WarpOp::Ballot: l.result = votes; break;
         case WarpOp::Any: l.result = votes != 0; break;
@@ -353,6 +355,7 @@ class Worker {
     }
     for (unsigned k = 0; k < count; ++k)
       if (go >> k & 1) ln[k].state = State::Ready;
+    at_warp_ -= __builtin_popcount(go);
     return true;
   }
 
@@ -369,12 +372,14 @@ class Worker {
       l.result = l.bop == BlockOp::Count ? votes : l.bop == BlockOp::And ? votes == at : votes != 0;
       l.state = State::Ready;
     }
+    at_block_ = 0;
   }
 
   Context sched_;
   StackArena stacks_;
   std::unique_ptr<Lane[]> lanes_;
   unsigned made_ = 0;
+  unsigned at_block_ = 0, at_warp_ = 0, done_ = 0;  // lanes of the running block in each state
   bool aborted_ = false;
   void* alt_stack_ = nullptr;
 };
