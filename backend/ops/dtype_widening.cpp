@@ -35,14 +35,21 @@ void for_each_tensor(const c10::IValue& v, c10::function_ref<void(const at::Tens
 
 std::optional<c10::ScalarType> missing_kernel_dtype(const c10::Error& error, c10::ArrayRef<c10::IValue> args) {
   if (t_widening) return std::nullopt;
-  // ATen's dtype dispatch says: "<kernel>" not implemented for '<dtype>'.
+  // ATen's dtype dispatch says: "<kernel>" not implemented for '<dtype>'; the FFT
+  // kernels (pocketfft, MKL) say: Unsupported dtype <dtype>.
   const std::string msg = error.what_without_backtrace();
-  const std::string marker = "not implemented for '";
-  auto at = msg.find(marker);
-  if (at == std::string::npos) return std::nullopt;
-  auto start = at + marker.size(), end = msg.find('\'', start);
-  if (end == std::string::npos) return std::nullopt;
-  const std::string name = msg.substr(start, end - start);
+  std::string name;
+  const std::string marker = "not implemented for '", fft_marker = "Unsupported dtype ";
+  if (auto at = msg.find(marker); at != std::string::npos) {
+    auto start = at + marker.size(), end = msg.find('\'', start);
+    if (end == std::string::npos) return std::nullopt;
+    name = msg.substr(start, end - start);
+  } else if (auto at = msg.find(fft_marker); at != std::string::npos) {
+    auto start = at + fft_marker.size(), end = msg.find_first_of(" \n.", start);
+    name = msg.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  } else {
+    return std::nullopt;
+  }
   std::optional<c10::ScalarType> found;
   for (const auto& v : args)
     for_each_tensor(v, [&](const at::Tensor& t) {
@@ -94,7 +101,11 @@ void run_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::S
     (*stack)[rbase + i] = map_tensors((*stack)[rbase + i], [&](const at::Tensor& t) -> at::Tensor {
       for (auto& [original, copy] : widened)
         if (copy.is_same(t)) return original;  // a written argument comes back as itself
-      return t.defined() && t.scalar_type() == wide ? t.to(narrow) : t;
+      if (!t.defined()) return t;
+      if (t.scalar_type() == wide) return t.to(narrow);
+      // A half-precision FFT gives complex32 on GPUs; its widened run gives complex64.
+      if (narrow == c10::kHalf && t.scalar_type() == c10::kComplexFloat) return t.to(c10::kComplexHalf);
+      return t;
     });
 }
 

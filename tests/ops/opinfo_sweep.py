@@ -92,6 +92,9 @@ METADATA_ONLY_REASON = {
 
 # float32 defaults of torch.testing.assert_close (the OpInfo tests use them too).
 RTOL, ATOL = 1.3e-6, 1e-5
+# --dtype float16/bfloat16: half-precision tolerances (the reference may compute in float32).
+TOLERANCES = {"float32": (RTOL, ATOL), "float16": (1e-3, 1e-3), "bfloat16": (1.6e-2, 1e-2)}
+TOL = {"rtol": RTOL, "atol": ATOL}
 
 
 def entry_name(op):
@@ -194,7 +197,7 @@ def compare(ref, out, target_type, metadata_only, path="out", check_device=True)
         if ref.layout != torch.strided:
             ref, out = ref.to_dense(), out.to_dense()
         try:
-            torch.testing.assert_close(out.cpu(), ref, rtol=RTOL, atol=ATOL, equal_nan=True,
+            torch.testing.assert_close(out.cpu(), ref, rtol=TOL["rtol"], atol=TOL["atol"], equal_nan=True,
                                        check_device=False, check_stride=False)
         except AssertionError as e:
             msg = " ".join(l.strip() for l in str(e).splitlines() if l.strip())
@@ -220,7 +223,7 @@ def compare(ref, out, target_type, metadata_only, path="out", check_device=True)
     if isinstance(ref, float) and isinstance(out, float):
         if math.isnan(ref) and math.isnan(out):
             return
-        if metadata_only or math.isclose(ref, out, rel_tol=RTOL, abs_tol=ATOL):
+        if metadata_only or math.isclose(ref, out, rel_tol=TOL["rtol"], abs_tol=TOL["atol"]):
             return
         raise Mismatch("mismatch", f"{path}: {out!r} != cpu {ref!r}")
     if metadata_only and type(ref) is type(out):
@@ -276,12 +279,35 @@ def _device_rule(sample, target_type):
     return True
 
 
-def _run_sample(op, cpu_sample, dev_sample, device, metadata_only):
-    """Returns None on pass, or (kind, message)."""
+def _recast(obj, src, dst):
+    """obj with every tensor of dtype src cast to dst (nested lists, tuples, dicts)."""
+    import torch
+    if isinstance(obj, torch.Tensor):
+        return obj.to(dst) if obj.dtype == src else obj
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_recast(o, src, dst) for o in obj) if not hasattr(obj, "_fields") else obj
+    if isinstance(obj, dict):
+        return {k: _recast(v, src, dst) for k, v in obj.items()}
+    return obj
+
+
+def _run_sample(op, cpu_sample, dev_sample, device, metadata_only, upcast=None):
+    """Returns None on pass, or (kind, message). ``upcast`` (a half dtype): the CPU has no kernel
+    for it, so the reference runs in float32 and its results are cast back."""
+    import torch
     target_type = device.split(":")[0]
     ref_exc = None
+    if upcast is not None:
+        cpu_sample = cpu_sample.transform(lambda t: t)
+        cpu_sample.input, cpu_sample.args, cpu_sample.kwargs = (
+            _recast(cpu_sample.input, upcast, torch.float32), _recast(cpu_sample.args, upcast, torch.float32),
+            _recast(cpu_sample.kwargs, upcast, torch.float32))
     try:
         ref = op(cpu_sample.input, *cpu_sample.args, **cpu_sample.kwargs)
+        if upcast is not None:
+            ref = _recast(ref, torch.float32, upcast)
+            if upcast == torch.float16:  # half-precision FFTs give complex32, as on GPUs
+                ref = _recast(ref, torch.complex64, torch.complex32)
     except _Timeout:
         raise
     except Exception as e:  # noqa: BLE001
@@ -308,7 +334,8 @@ def _run_sample(op, cpu_sample, dev_sample, device, metadata_only):
         return (m.kind, str(m))
     # In-place ops (and ops writing into args) mutate their operands: compare those too.
     try:
-        compare((cpu_sample.input, cpu_sample.args, cpu_sample.kwargs),
+        before = (cpu_sample.input, cpu_sample.args, cpu_sample.kwargs)
+        compare(before if upcast is None else _recast(before, torch.float32, upcast),
                 (dev_sample.input, dev_sample.args, dev_sample.kwargs), target_type,
                 metadata_only, path="operands-after", check_device=False)
     except Mismatch as m:
@@ -332,14 +359,24 @@ def _describe_sample(s):
     return args[:200]
 
 
-def run_entry(op, device, n_samples, make_on, timeout):
+def run_entry(op, device, n_samples, make_on, timeout, dtype_name="float32"):
     """Runs one OpInfo entry; returns a result dict."""
     import itertools
     import torch
 
     name = entry_name(op)
     res = {"op": name, "status": None, "samples": 0}
-    if not op.supports_dtype(torch.float32, "cpu"):
+    dtype = getattr(torch, dtype_name)
+    upcast = None
+    if dtype_name != "float32":
+        # Half precision: the entries with a kernel for the dtype on CUDA (what a GPU runs).
+        if not op.supports_dtype(dtype, "cuda"):
+            res.update(status="skip", reason=f"no {dtype_name} kernel on CUDA")
+            return res
+        if not op.supports_dtype(dtype, "cpu"):
+            upcast = dtype  # the CPU reference computes in float32
+            res["reference"] = "cpu float32"
+    elif not op.supports_dtype(torch.float32, "cpu"):
         res.update(status="skip", reason="no float32 CPU kernel (OpInfo CPU dtypes: "
                    + ",".join(sorted(str(t).replace("torch.", "") for t in op.supported_dtypes("cpu")))
                    + ")")
@@ -354,7 +391,7 @@ def run_entry(op, device, n_samples, make_on, timeout):
         torch.manual_seed(0)
         try:
             samples = list(itertools.islice(
-                op.sample_inputs(gen_dev, torch.float32, requires_grad=False), n_samples))
+                op.sample_inputs(gen_dev, dtype, requires_grad=False), n_samples))
             _sync(device)
         except _Timeout:
             raise
@@ -363,20 +400,20 @@ def run_entry(op, device, n_samples, make_on, timeout):
             if cpu_ok:  # is it musa's fault? try the same samples on CPU
                 try:
                     torch.manual_seed(0)
-                    list(itertools.islice(op.sample_inputs("cpu", torch.float32), n_samples))
+                    list(itertools.islice(op.sample_inputs("cpu", dtype), n_samples))
                 except _Timeout:
                     raise
                 except Exception:  # noqa: BLE001
                     cpu_ok = False
             if not cpu_ok:
-                res.update(status="skip", reason="float32 samples cannot be generated on CPU: "
+                res.update(status="skip", reason=f"{dtype_name} samples cannot be generated on CPU: "
                            f"{type(e).__name__}: {_first_line(e, 160)}")
             else:
                 res.update(status="fail", kind="sample generation raises",
                            reason=f"sample generation on {device}: {type(e).__name__}: {_first_line(e)}")
             return res
         if not samples:
-            res.update(status="skip", reason="OpInfo yields no float32 sample inputs")
+            res.update(status="skip", reason=f"OpInfo yields no {dtype_name} sample inputs")
             return res
         for i, s in enumerate(samples):
             try:
@@ -396,7 +433,7 @@ def run_entry(op, device, n_samples, make_on, timeout):
             random_sample = name in RANDOM_SAMPLES and RANDOM_SAMPLES[name](s)
             if random_sample:
                 res["note"] = "samples with dropout compared on shape/dtype/device only"
-            r = _run_sample(op, cpu_s, dev_s, device, metadata_only or random_sample)
+            r = _run_sample(op, cpu_s, dev_s, device, metadata_only or random_sample, upcast)
             res["samples"] = i + 1
             if r is not None:
                 res.update(status="fail", kind=r[0], reason=f"sample {i}: {r[1]}",
@@ -441,18 +478,19 @@ def _worker(args):
     torch.set_num_threads(max(1, min(torch.get_num_threads(), 4)))
     names = [n for n in open(args.worker_ops).read().split("\n") if n]
     LAYOUT["mode"] = args.layout
+    TOL["rtol"], TOL["atol"] = TOLERANCES[args.dtype]
     by_name = {entry_name(o): o for o in _load_ops()}
     with open(args.worker_out, "a") as f:
         for n in names:
             f.write(json.dumps({"start": n}) + "\n")
             f.flush()
-            r = run_entry(by_name[n], args.device, args.samples, args.make_on, args.timeout)
+            r = run_entry(by_name[n], args.device, args.samples, args.make_on, args.timeout, args.dtype)
             f.write(json.dumps(r) + "\n")
             f.flush()
 
 
 def sweep(names=None, device="musa", samples=5, make_on="device", timeout=20, progress=False,
-          layout="preserve"):
+          layout="preserve", dtype="float32"):
     """Runs the sweep in worker processes (restarted after a crash); returns the results."""
     ops = _load_ops(names)
     order = [entry_name(o) for o in ops]
@@ -470,7 +508,7 @@ def sweep(names=None, device="musa", samples=5, make_on="device", timeout=20, pr
         open(out_path, "w").close()
         cmd = [sys.executable, "-m", "tests.ops.opinfo_sweep", "--_worker", "--_worker-ops", ops_path,
                "--_worker-out", out_path, "--device", device, "--samples", str(samples),
-               "--make-on", make_on, "--timeout", str(timeout), "--layout", layout]
+               "--make-on", make_on, "--timeout", str(timeout), "--layout", layout, "--dtype", dtype]
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         # Hard limit: a kernel stuck in C++ never returns to Python for signal.alarm.
         proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.DEVNULL,
@@ -583,6 +621,9 @@ def main(argv=None):
     p.add_argument("--layout", choices=["preserve", "to"], default="preserve",
                    help="copy tensors keeping storage/offset/strides (default) or with .to()")
     p.add_argument("--timeout", type=int, default=20, help="seconds per entry")
+    p.add_argument("--dtype", choices=sorted(TOLERANCES), default="float32",
+                   help="sample dtype; float16/bfloat16 test the entries with that kernel on CUDA, against "
+                        "the CPU in that dtype or, where the CPU has no kernel for it, in float32")
     p.add_argument("--quiet", action="store_true", help="no per-entry progress lines")
     p.add_argument("--_worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--_worker-ops", dest="worker_ops", help=argparse.SUPPRESS)
@@ -593,9 +634,9 @@ def main(argv=None):
         return 0
     t0 = time.time()
     results = sweep(args.ops.split(",") if args.ops else None, args.device, args.samples,
-                    args.make_on, args.timeout, progress=not args.quiet, layout=args.layout)
+                    args.make_on, args.timeout, progress=not args.quiet, layout=args.layout, dtype=args.dtype)
     summary = summarize(results)
-    summary.update(device=args.device, samples_per_entry=args.samples, make_on=args.make_on,
+    summary.update(device=args.device, dtype=args.dtype, samples_per_entry=args.samples, make_on=args.make_on,
                    layout=args.layout,
                    seconds=round(time.time() - t0, 1))
     import torch
