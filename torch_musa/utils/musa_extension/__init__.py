@@ -70,13 +70,14 @@ def _drop_musa_kwargs(kwargs: Dict[str, Any]) -> List[str]:
 
 
 def MUSAExtension(name: str, sources: List[str], *args: Any, **kwargs: Any):
-    """Like ``CUDAExtension``: C++ and kernel sources, compiled for the active driver."""
+    """Like ``CUDAExtension``: C++ and kernel sources, compiled for the active driver's target
+    (a ``CUDAExtension`` on the cuda driver, a ``CppExtension`` with the SIMT emulation and
+    torch_musa's runtime on the host driver)."""
     kernels = _build.kernel_sources(sources)
     cxx, mcc = _build.split_compile_args(kwargs.pop("extra_compile_args", None))
     _drop_musa_kwargs(kwargs)
     include_dirs = [*kwargs.pop("include_dirs", []), _build.INCLUDE_DIR]
-    if not kernels:
-        return CppExtension(name, list(sources), *args, include_dirs=include_dirs, extra_compile_args=cxx, **kwargs)
+    # Even C++-only sources may call the runtime (<musa_runtime.h>): they build for the target too.
     tgt = _build.target()
     if tgt == "cuda":
         _build.check_cuda_target()
@@ -86,8 +87,8 @@ def MUSAExtension(name: str, sources: List[str], *args: Any, **kwargs: Any):
     else:
         dirs = [os.path.dirname(os.path.abspath(k)) for k in kernels]
         host = cxx + _build.host_flags_from_mcc(mcc)
-        if not _build.has_opt_level(host):
-            host.append("-O2")
+        if kernels and not _build.has_opt_level(host):
+            host.append("-O2")  # device code at -O0 makes the emulation several times slower
         link = [*kwargs.pop("extra_link_args", []), *_build.host_link_flags()]
         ext = CppExtension(name, list(sources), *args, include_dirs=include_dirs,
                            extra_compile_args=host + _build.host_compile_flags(dirs), extra_link_args=link, **kwargs)
@@ -128,9 +129,6 @@ def load(name: str, sources: Union[str, Sequence[str]], extra_cflags: Optional[L
     mcc = _drop_musa_kwargs(kwargs)
     cflags = list(extra_cflags or [])
     includes = [*(extra_include_paths or []), _build.INCLUDE_DIR]
-    if not _build.kernel_sources(srcs):
-        return _cpp.load(name, srcs, extra_cflags=cflags, extra_ldflags=extra_ldflags, extra_include_paths=includes,
-                         build_directory=build_directory, verbose=verbose, with_cuda=False, **kwargs)
     tgt = _build.target()
     build_dir = _build_directory(name, build_directory, verbose)
     gen_dir = os.path.join(build_dir, "musa_gen")
@@ -142,7 +140,7 @@ def load(name: str, sources: Union[str, Sequence[str]], extra_cflags: Optional[L
                          extra_include_paths=includes, build_directory=build_dir, verbose=verbose,
                          with_cuda=True, **kwargs)
     host = cflags + _build.host_flags_from_mcc(mcc)
-    if not _build.has_opt_level(host):
+    if dirs and not _build.has_opt_level(host):
         host.append("-O2")
     return _cpp.load(name, prepared, extra_cflags=host + _build.host_compile_flags(dirs),
                      extra_ldflags=[*(extra_ldflags or []), *_build.host_link_flags()],

@@ -121,6 +121,8 @@ def prepare_sources(sources: Sequence[str], tgt: str, gen_dir: str) -> Tuple[Lis
     done: Dict[str, str] = {}
     for s in sources:
         s = str(s)
+        if s.endswith(HEADER_SUFFIXES):
+            continue  # kernel headers are included, not compiled
         if not is_kernel_source(s):
             out.append(s)
             continue
