@@ -59,6 +59,7 @@ PYBIND11_MODULE(_C, m) {
   using namespace torch_musa;
   m.doc() = "torch_musa native extension";
   fp8::register_host_scaled_mm_rules();  // before the op layer takes every op without a kernel
+  register_cuda_contiguous_inputs();
   delegate_structured_ops();
   register_host_sync_batch_norm();
   m.attr("_torch_version_major") = TORCH_VERSION_MAJOR;

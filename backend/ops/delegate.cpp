@@ -59,6 +59,9 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
     auto type = args[i].type();
     if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
     if (type->kind() == c10::TypeKind::GeneratorType) t.generator_args.push_back(i);
+    if (type->kind() == c10::TypeKind::TensorType && args[i].name() == "scalars" &&
+        schema.name().rfind("aten::_foreach_", 0) == 0)
+      t.cpu_side_args.push_back(i);
   }
   t.seeded_without_generator = t.generator_args.empty() && op.hasTag(at::Tag::nondeterministic_seeded);
   const auto& name = schema.name();
@@ -193,7 +196,7 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     const c10::IValue& v = (*stack)[base + i];
     const std::string& name = args[i].name();
     if (v.isTensor()) {
-      call.note_device(v.toTensor(), name, false);
+      call.note_device(v.toTensor(), name, traits.is_cpu_side(i));
     } else if (v.isTensorList()) {
       for (const at::Tensor& t : v.toTensorList()) call.note_device(t, name, false);
     } else if (v.isList()) {
@@ -237,7 +240,9 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   try {
     for (size_t i = 0; i < nargs; ++i) {
       originals.push_back(std::move((*stack)[base + i]));
-      (*stack)[base + i] = call.alias_value(originals.back());
+      const c10::IValue& v = originals.back();
+      const bool keep_on_cpu = traits.is_cpu_side(i) && v.isTensor() && v.toTensor().device().is_cpu();
+      (*stack)[base + i] = keep_on_cpu ? v : call.alias_value(v);
     }
   } catch (...) {  // give the caller its arguments back
     for (size_t i = 0; i < originals.size(); ++i) (*stack)[base + i] = std::move(originals[i]);

@@ -32,6 +32,9 @@ void delegate_structured_ops();
 
 // SyncBatchNorm's CUDA-only kernels, for the host driver (sync_batch_norm.cpp).
 void register_host_sync_batch_norm();
+// Contiguous inputs for CUDA kernels that need them (contiguous_inputs.cpp); cuda driver only.
+// Call before delegate_structured_ops.
+void register_cuda_contiguous_inputs();
 
 // Ops that had to copy (outputs that could not be adopted), with counts.
 std::unordered_map<std::string, int64_t> copy_path_counts();

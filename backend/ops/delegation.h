@@ -35,6 +35,14 @@ struct OpTraits {
   std::vector<size_t> generator_args;
   bool seeded_without_generator = false;  // random op that would use the default generator
   bool allows_cpu_indices = false;        // index ops accept cpu index tensors, as on CUDA
+  // Tensors the kernel reads on the host, so they stay cpu tensors: the foreach ops' `scalars`
+  // (a ScalarList passed as a tensor; CUDA's kernels require it on the cpu).
+  std::vector<size_t> cpu_side_args;
+  bool is_cpu_side(size_t i) const {
+    for (size_t a : cpu_side_args)
+      if (a == i) return true;
+    return false;
+  }
   bool cpu_only = false;                  // the kernel device has no kernel; only the CPU has
 };
 
