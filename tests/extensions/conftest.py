@@ -145,7 +145,7 @@ def _inline_build(root):
     build_dir = root / "inline"
     build_dir.mkdir(exist_ok=True)
     return load_inline("musa_corpus_inline", (CORPUS / "bindings.inc").read_text(), musa_sources=kernels,
-                       functions=["axpy", "row_sum", "softmax", "histogram", "vote", "divergent_barrier", "illegal_write",
+                       functions=["axpy", "row_sum", "softmax", "histogram", "vote", "divergent_barrier", "illegal_write", "atomics", "scan",
                                   "current_stream_handle"],
                        extra_cflags=["-O2"], build_directory=str(build_dir))
 

@@ -1,5 +1,5 @@
 """The extension corpus (elementwise, shared-memory block reduction, warp-shuffle
-softmax, atomic histogram, warp votes, a non-default stream ordered by an event, MUSA
+softmax, atomic histogram, warp votes, every atomic, segmented warp scans, a non-default stream ordered by an event, MUSA
 Graph capture), built through setup.py (MUSAExtension + BuildExtension) and through
 load_inline, run on musa tensors and compared with torch."""
 import torch
@@ -47,6 +47,41 @@ def test_warp_votes(ext):
     assert torch.equal(out[:, 1], lanes.any(1).to(torch.int32))
     assert torch.equal(out[:, 2], lanes.all(1).to(torch.int32))
     assert out[0, 2] == 1 and out[2, 1] == 0
+
+
+def test_every_atomic(ext):
+    torch.manual_seed(6)
+    v = torch.randint(-1000, 1000, (5000,), dtype=torch.int32)
+    init = torch.tensor([2**31 - 1, -(2**31), 5000, 0, 0, -1, 0, 0], dtype=torch.int32)
+    out, fmax, total = ext.atomics(v.to("musa"), init.to("musa"), torch.tensor([-1e30]).to("musa"))
+    out = out.cpu()
+    bits = torch.tensor([1 << (i % 31) for i in range(5000)], dtype=torch.int64)
+    assert out[0] == v.min() and out[1] == v.max() and out[2] == 0
+    assert int(out[3]) in set(v.tolist())  # some thread's value was exchanged in last
+    assert out[4] == v.sum()  # the compare-and-swap loop lost no update
+    or_bits = 0
+    for b in set(bits.tolist()):
+        or_bits |= b
+    assert int(out[5]) & or_bits == 0 and int(out[6]) == or_bits
+    xor = 0
+    for x in v.tolist():
+        xor ^= x
+    assert int(out[7]) == xor
+    assert float(fmax) == float(v.max()) * 0.5
+    assert int(total) == int(v.to(torch.int64).sum()) + 1000 * 5000
+
+
+def test_segmented_warp_scans(ext):
+    torch.manual_seed(7)
+    x = torch.randn(1024, device="musa")
+    for width in (32, 16, 4):
+        scan, seg_total, suffix, positives = ext.scan(x, width)
+        segs = x.view(-1, width)
+        torch.testing.assert_close(scan, segs.cumsum(1).view(-1), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(seg_total, segs.sum(1, keepdim=True).expand(-1, width).reshape(-1),
+                                   rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(suffix, segs.flip(1).cumsum(1).flip(1).view(-1), rtol=1e-5, atol=1e-5)
+        assert torch.equal(positives.cpu(), (x.view(-1, 256) > 0).sum(1).to(torch.int32).cpu())
 
 
 def test_launch_on_non_default_stream_ordered_by_event(ext):

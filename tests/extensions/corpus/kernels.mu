@@ -142,3 +142,65 @@ void launch_illegal_write() {
   illegal_write_kernel<<<2, 32, 0, c10::musa::getCurrentMUSAStream()>>>(nullptr);
   C10_MUSA_KERNEL_LAUNCH_CHECK();
 }
+
+// Every atomic the emulation offers, on one set of counters: out = {min, max, count down,
+// last exchanged, CAS-loop sum, AND, OR, XOR}, a float max (as a CAS loop: CUDA has no float
+// atomicMax) and a 64-bit add.
+__global__ void atomics_kernel(const int* v, int n, int* out, float* fmax_out, unsigned long long* total) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    const int x = v[i];
+    atomicMin(&out[0], x);
+    atomicMax(&out[1], x);
+    atomicSub(&out[2], 1);
+    atomicExch(&out[3], x);
+    int seen = out[4], prev;
+    do {  // an add written as a compare-and-swap loop
+      prev = seen;
+      seen = atomicCAS(&out[4], prev, prev + x);
+    } while (seen != prev);
+    atomicAnd(&out[5], ~(1 << (i % 31)));
+    atomicOr(&out[6], 1 << (i % 31));
+    atomicXor(&out[7], x);
+    const float f = static_cast<float>(x) * 0.5f;
+    int old_bits = __float_as_int(*fmax_out), assumed;
+    do {
+      assumed = old_bits;
+      if (__int_as_float(assumed) >= f) break;
+      old_bits = atomicCAS(reinterpret_cast<int*>(fmax_out), assumed, __float_as_int(f));
+    } while (old_bits != assumed);
+    atomicAdd(total, static_cast<unsigned long long>(x + 1000));
+  }
+}
+
+void launch_atomics(const int* v, int n, int* out, float* fmax_out, unsigned long long* total) {
+  atomics_kernel<<<4, 128, 0, c10::musa::getCurrentMUSAStream()>>>(v, n, out, fmax_out, total);
+  C10_MUSA_KERNEL_LAUNCH_CHECK();
+}
+
+// Segmented inclusive scans: segments of `width` lanes (__shfl_up_sync with width), each
+// segment's total broadcast from its last lane (__shfl_sync), __shfl_down_sync suffix sums,
+// and the block's count of positive inputs (__syncthreads_count).
+__global__ void scan_kernel(const float* x, float* scan, float* seg_total, float* suffix, int* positives, int width) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const int lane = threadIdx.x % width;
+  float v = x[i];
+  for (int o = 1; o < width; o *= 2) {
+    float up = __shfl_up_sync(0xffffffffu, v, o, width);
+    if (lane >= o) v += up;
+  }
+  scan[i] = v;
+  seg_total[i] = __shfl_sync(0xffffffffu, v, width - 1, width);
+  float s = x[i];
+  for (int o = 1; o < width; o *= 2) {
+    float down = __shfl_down_sync(0xffffffffu, s, o, width);
+    if (lane + o < width) s += down;
+  }
+  suffix[i] = s;
+  const int count = __syncthreads_count(x[i] > 0.f);
+  if (threadIdx.x == 0) positives[blockIdx.x] = count;
+}
+
+void launch_scan(const float* x, float* scan, float* seg_total, float* suffix, int* positives, int n, int width) {
+  scan_kernel<<<n / 256, 256, 0, c10::musa::getCurrentMUSAStream()>>>(x, scan, seg_total, suffix, positives, width);
+  C10_MUSA_KERNEL_LAUNCH_CHECK();
+}

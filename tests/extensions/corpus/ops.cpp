@@ -16,5 +16,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("vote", &vote);
   m.def("divergent_barrier", &divergent_barrier);
   m.def("illegal_write", &illegal_write);
+  m.def("atomics", &atomics);
+  m.def("scan", &scan);
   m.def("current_stream_handle", &current_stream_handle);
 }

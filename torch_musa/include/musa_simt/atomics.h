@@ -29,45 +29,44 @@ inline T atomic_update(T* p, F f) {
 }
 }  // namespace musa_simt
 
-#define MUSA_SIMT_INT_ATOMICS(T)                                                                             \
+// The overloads CUDA has, no more: code that builds here builds for the GPU too.
+#define MUSA_SIMT_BIT_ATOMICS(T)                                                                             \
   inline T atomicAdd(T* p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }                       \
-  inline T atomicSub(T* p, T v) { return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }                       \
   inline T atomicExch(T* p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }                     \
   inline T atomicAnd(T* p, T v) { return __atomic_fetch_and(p, v, __ATOMIC_SEQ_CST); }                       \
   inline T atomicOr(T* p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }                         \
   inline T atomicXor(T* p, T v) { return __atomic_fetch_xor(p, v, __ATOMIC_SEQ_CST); }                       \
+  inline T atomicCAS(T* p, T compare, T v) {                                                                 \
+    __atomic_compare_exchange_n(p, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);                  \
+    return compare;                                                                                          \
+  }
+#define MUSA_SIMT_MINMAX_ATOMICS(T)                                                                          \
   inline T atomicMin(T* p, T v) {                                                                            \
     return ::musa_simt::atomic_update(p, [v](T o) { return v < o ? v : o; });                                \
   }                                                                                                          \
   inline T atomicMax(T* p, T v) {                                                                            \
     return ::musa_simt::atomic_update(p, [v](T o) { return v > o ? v : o; });                                \
-  }                                                                                                          \
-  inline T atomicCAS(T* p, T compare, T v) {                                                                 \
-    __atomic_compare_exchange_n(p, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);                  \
-    return compare;                                                                                          \
   }
 
-MUSA_SIMT_INT_ATOMICS(int)
-MUSA_SIMT_INT_ATOMICS(unsigned int)
-MUSA_SIMT_INT_ATOMICS(long long)
-MUSA_SIMT_INT_ATOMICS(unsigned long long)
-#undef MUSA_SIMT_INT_ATOMICS
+MUSA_SIMT_BIT_ATOMICS(int)
+MUSA_SIMT_BIT_ATOMICS(unsigned int)
+MUSA_SIMT_BIT_ATOMICS(unsigned long long)
+MUSA_SIMT_MINMAX_ATOMICS(int)
+MUSA_SIMT_MINMAX_ATOMICS(unsigned int)
+MUSA_SIMT_MINMAX_ATOMICS(long long)
+MUSA_SIMT_MINMAX_ATOMICS(unsigned long long)
+#undef MUSA_SIMT_BIT_ATOMICS
+#undef MUSA_SIMT_MINMAX_ATOMICS
 
+inline int atomicSub(int* p, int v) { return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }
+inline unsigned atomicSub(unsigned* p, unsigned v) { return __atomic_fetch_sub(p, v, __ATOMIC_SEQ_CST); }
 inline unsigned short atomicCAS(unsigned short* p, unsigned short compare, unsigned short v) {
   __atomic_compare_exchange_n(p, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
   return compare;
 }
-
-#define MUSA_SIMT_FLOAT_ATOMICS(T)                                                                           \
-  inline T atomicAdd(T* p, T v) { return ::musa_simt::atomic_update(p, [v](T o) { return o + v; }); }       \
-  inline T atomicSub(T* p, T v) { return ::musa_simt::atomic_update(p, [v](T o) { return o - v; }); }       \
-  inline T atomicExch(T* p, T v) { return ::musa_simt::atomic_update(p, [v](T) { return v; }); }            \
-  inline T atomicMin(T* p, T v) { return ::musa_simt::atomic_update(p, [v](T o) { return v < o ? v : o; }); } \
-  inline T atomicMax(T* p, T v) { return ::musa_simt::atomic_update(p, [v](T o) { return v > o ? v : o; }); }
-
-MUSA_SIMT_FLOAT_ATOMICS(float)
-MUSA_SIMT_FLOAT_ATOMICS(double)
-#undef MUSA_SIMT_FLOAT_ATOMICS
+inline float atomicAdd(float* p, float v) { return ::musa_simt::atomic_update(p, [v](float o) { return o + v; }); }
+inline double atomicAdd(double* p, double v) { return ::musa_simt::atomic_update(p, [v](double o) { return o + v; }); }
+inline float atomicExch(float* p, float v) { return ::musa_simt::atomic_update(p, [v](float) { return v; }); }
 
 // Wrapping increment/decrement (CUDA's semantics: ((old >= v) ? 0 : old + 1), ...).
 inline unsigned atomicInc(unsigned* p, unsigned v) {
