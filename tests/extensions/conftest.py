@@ -24,7 +24,7 @@ CUDA_CORPUS = REPO / "tests" / "tools" / "corpus" / "cuda_ext"
 
 
 PKG = REPO / "torch_musa"
-KEEP_CACHE_ENTRIES = 6
+KEEP_CACHE_ENTRIES = 3  # about 50 MB each
 
 
 def build_key(*parts) -> str:
