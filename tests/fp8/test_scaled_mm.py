@@ -56,27 +56,44 @@ def test_scaled_mm_out_and_e5m2_operand(device):
 
 
 def test_scaled_mm_rules_and_errors(device):
-    a, b, ma, mb = operands(device)
-    one = torch.tensor(1.0, device=device)
-    cases = [
-        (lambda: torch._scaled_mm(ma, b.t().contiguous().to(device), one, one), "row-major and column-major"),
-        (lambda: torch._scaled_mm(ma.t().contiguous().t(), mb, one, one), "row-major and column-major"),
-        (lambda: torch._scaled_mm(ma, ma, one, one), "shapes cannot be multiplied"),
-        (lambda: torch._scaled_mm(ma[:, :40].contiguous(), mb[:40], one, one), "divisible by 16"),
-        (lambda: torch._scaled_mm(ma.float(), mb, one, one), "fp8|float8"),
-        (lambda: torch._scaled_mm(ma, mb, one.double(), one), r"float \(fp32\)|scales should be float"),
-        (lambda: torch._scaled_mm(ma, mb, torch.ones(3, 1, device=device), torch.ones(1, 32, device=device),
-                                  out_dtype=torch.bfloat16), "Invalid scaling configuration"),
-        (lambda: torch._scaled_mm(ma, mb, torch.ones(48, 1, device=device), torch.ones(1, 32, device=device),
-                                  out_dtype=torch.float32), "Only bf16"),
-        (lambda: torch._scaled_mm(ma, mb, one, one, bias=torch.ones(7, device=device, dtype=torch.bfloat16),
-                                  out_dtype=torch.bfloat16), "Bias must be size"),
-        (lambda: torch._scaled_mm(ma, mb, one, one, bias=torch.ones(32, device=device),
-                                  out_dtype=torch.bfloat16), "Bias must be"),
-        (lambda: torch._scaled_mm(ma.to(E5M2), mb.to(E5M2), one, one, out_dtype=torch.bfloat16), "e5m2|Float8_e5m2"),
-    ]
-    for fn, pattern in cases:
-        with pytest.raises(RuntimeError, match=pattern):
-            fn()
+    """On the host driver: CUDA's rules (torch's meta function's, with torch's wording). On the
+    cuda driver: whatever native torch.cuda does with the same call, musa does too."""
+    def cases(dev):
+        a, b, ma, mb = operands(dev)
+        one = torch.tensor(1.0, device=dev)
+        return [
+            (lambda: torch._scaled_mm(ma, b.t().contiguous().to(dev), one, one), "row-major and column-major"),
+            (lambda: torch._scaled_mm(ma.t().contiguous().t(), mb, one, one), "row-major and column-major"),
+            (lambda: torch._scaled_mm(ma, ma, one, one), "shapes cannot be multiplied"),
+            (lambda: torch._scaled_mm(ma[:, :40].contiguous(), mb[:40], one, one), "divisible by 16"),
+            (lambda: torch._scaled_mm(ma.float(), mb, one, one), "fp8|float8"),
+            (lambda: torch._scaled_mm(ma, mb, one.double(), one), r"float \(fp32\)|scales should be float"),
+            (lambda: torch._scaled_mm(ma, mb, torch.ones(3, 1, device=dev), torch.ones(1, 32, device=dev),
+                                      out_dtype=torch.bfloat16), "Invalid scaling configuration"),
+            (lambda: torch._scaled_mm(ma, mb, torch.ones(48, 1, device=dev), torch.ones(1, 32, device=dev),
+                                      out_dtype=torch.float32), "Only bf16"),
+            (lambda: torch._scaled_mm(ma, mb, one, one, bias=torch.ones(7, device=dev, dtype=torch.bfloat16),
+                                      out_dtype=torch.bfloat16), "Bias must be size"),
+            (lambda: torch._scaled_mm(ma, mb, one, one, bias=torch.ones(32, device=dev),
+                                      out_dtype=torch.bfloat16), "Bias must be"),
+            (lambda: torch._scaled_mm(ma.to(E5M2), mb.to(E5M2), one, one, out_dtype=torch.bfloat16),
+             "e5m2|Float8_e5m2"),
+        ]
+
+    if torch.musa.get_driver_name() == "cuda":
+        for (musa_call, _), (cuda_call, _) in zip(cases(device), cases("cuda")):
+            try:
+                cuda_call()
+            except RuntimeError:
+                with pytest.raises(RuntimeError):
+                    musa_call()
+            else:
+                musa_call()  # native CUDA accepts it: so must musa
+    else:
+        for fn, pattern in cases(device):
+            with pytest.raises(RuntimeError, match=pattern):
+                fn()
     # the process stays usable
+    _, _, ma, mb = operands(device)
+    one = torch.tensor(1.0, device=device)
     assert torch._scaled_mm(ma, mb, one, one, out_dtype=torch.bfloat16).shape == (48, 32)
