@@ -127,14 +127,23 @@ def builds(tmp_path_factory):
     root.mkdir(parents=True, exist_ok=True)
     started = {
         "corpus": SetupBuild(root / "corpus", "musa_corpus_ext", lambda d: shutil.copytree(CORPUS, d)),
-        "converted": SetupBuild(root / "converted_cuda_ext", "corpus_bias_relu", convert_cuda_corpus),
         "root": root,
     }
+    # The converted CUDA extension needs musa-converter, which needs libcst (setup installs it; a
+    # machine without it skips that one test instead of failing every test of the session).
+    try:
+        import libcst  # noqa: F401
+
+        started["converted"] = SetupBuild(root / "converted_cuda_ext", "corpus_bias_relu", convert_cuda_corpus)
+    except ImportError as e:
+        started["converted"] = None
+        started["converted_skip"] = f"musa-converter needs libcst: {e}"
     # The load_inline build too (its compilers are subprocesses: a thread is enough).
     started["inline"] = concurrent.futures.ThreadPoolExecutor(1).submit(_inline_build, root)
     yield started
     for b in ("corpus", "converted"):
-        started[b].stop()
+        if started[b] is not None:
+            started[b].stop()
 
 
 def _inline_build(root):
