@@ -106,6 +106,7 @@ SHAPES = [(16384, 1024), (4096, 4096), (65536, 256)]
 
 
 def build(native, build_dir):
+    os.makedirs(build_dir, exist_ok=True)  # torch's load_inline writes into it, it does not make it
     if native:
         from torch.utils.cpp_extension import load_inline
 
