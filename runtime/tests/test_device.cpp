@@ -69,8 +69,8 @@ TEST_F(DeviceTest, Properties) {
     EXPECT_EQ(std::string(p.name), "MUSA Host Emulated Device " + std::to_string(d));
     EXPECT_EQ(p.totalGlobalMem, 8 * kGiB);
     EXPECT_EQ(p.isHostEmulated, 1);
-    EXPECT_EQ(p.major, 2);
-    EXPECT_EQ(p.minor, 2);
+    EXPECT_EQ(p.major, 3);  // MUSA architecture 3.1 (mp_31), the first with FP8
+    EXPECT_EQ(p.minor, 1);
     EXPECT_EQ(p.warpSize, 32);
     EXPECT_EQ(p.maxThreadsPerBlock, 1024);
     EXPECT_GE(p.multiProcessorCount, 1);
