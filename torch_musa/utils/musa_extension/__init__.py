@@ -162,6 +162,10 @@ def _bindings(functions: Union[None, str, Iterable[str], Dict[str, str]], error_
     return "\n".join(lines) + "\n"
 
 
+# C++ that includes musa's headers needs torch_musa's include path and runtime.
+_MUSA_INCLUDE = re.compile(r'#\s*include\s*[<"](musa|torch_musa/|ATen/musa/|c10/musa/)')
+
+
 def _joined(sources: Union[None, str, Sequence[str]]) -> str:
     if sources is None:
         return ""
@@ -176,6 +180,13 @@ def load_inline(name: str, cpp_sources: Union[str, Sequence[str]], musa_sources=
     ``cuda_sources``) hold kernel code compiled for the active driver."""
     kernels = _joined(musa_sources) + _joined(kwargs.pop("cuda_sources", None))
     mcc = _drop_musa_kwargs(kwargs)
+    if not kernels.strip() and not _MUSA_INCLUDE.search(_joined(cpp_sources)):
+        # C++ over ATen only: torch's own load_inline, so the build (and its cache, shared with a
+        # torch build of the same sources) is torch's.
+        return _cpp.load_inline(name, cpp_sources, functions=functions, extra_cflags=extra_cflags,
+                                extra_ldflags=extra_ldflags, extra_include_paths=extra_include_paths,
+                                build_directory=build_directory, verbose=verbose,
+                                with_pytorch_error_handling=with_pytorch_error_handling, with_cuda=False, **kwargs)
     build_dir = _build_directory(name, build_directory, verbose)
     cpp = "#include <torch/extension.h>\n" + _joined(cpp_sources) + _bindings(functions, with_pytorch_error_handling)
     main = os.path.join(build_dir, "main.cpp")
