@@ -19,7 +19,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -30,25 +29,11 @@ def device_module(device):
     return {"musa": getattr(torch, "musa", None), "cuda": torch.cuda}.get(device)
 
 
-def sync(device):
-    mod = device_module(device)
-    if mod is not None:
-        mod.synchronize()
-
-
 def per_call(fn, device, reps, iters=5, warmup=2):
-    """Median over `iters` of (reps calls, then one synchronize) / reps, in seconds."""
-    for _ in range(warmup):
-        fn()
-    sync(device)
-    samples = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        sync(device)
-        samples.append((time.perf_counter() - t0) / reps)
-    return statistics.median(samples)
+    """Seconds per call: host_bench's median timing over `reps` calls per sample."""
+    from host_bench import median_time  # (bench/ is on sys.path: this script's folder)
+
+    return median_time(fn, device, iters, warmup=warmup, reps=reps)
 
 
 def bench_scaled_mm(device, n):
@@ -159,6 +144,8 @@ def bench_llama(device, size, recipe):
 
     mem = device_module(device)
     step()
+    from host_bench import sync
+
     sync(device)
     if mem:
         mem.reset_peak_memory_stats()

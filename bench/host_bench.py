@@ -21,16 +21,18 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def median_time(fn, device, iters, warmup=3):
+def median_time(fn, device, iters, warmup=3, reps=1):
+    """Median over `iters` of (reps calls, then one synchronize) / reps, in seconds."""
     for _ in range(warmup):
         fn()
     sync(device)
     samples = []
     for _ in range(iters):
         t0 = time.perf_counter()
-        fn()
+        for _ in range(reps):
+            fn()
         sync(device)
-        samples.append(time.perf_counter() - t0)
+        samples.append((time.perf_counter() - t0) / reps)
     return statistics.median(samples)
 
 
