@@ -6,17 +6,15 @@
 
 #include <string>
 
+#include "ops/dtype_widening.h"
+
 namespace torch_musa::fp8 {
 
 void rethrow_float8_without_kernel(const c10::OperatorHandle& op, const c10::Error& error) {
+  const auto named = op_layer::dtype_without_kernel(error);
+  if (!named || named->rfind("Float8_", 0) != 0) return;
+  const std::string& dtype = *named;  // e.g. Float8_e4m3fn
   const std::string msg = error.what_without_backtrace();
-  const std::string marker = "not implemented for '";
-  auto at = msg.find(marker + "Float8_");
-  if (at == std::string::npos) return;
-  const auto start = at + marker.size();
-  const auto end = msg.find('\'', start);
-  if (end == std::string::npos) return;
-  const std::string dtype = msg.substr(start, end - start);  // e.g. Float8_e4m3fn
   std::string py_dtype = dtype;
   py_dtype[0] = 'f';  // torch.float8_e4m3fn
   TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().name(), " has no musa kernel for ", dtype, " (", msg,

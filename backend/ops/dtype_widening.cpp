@@ -33,23 +33,26 @@ void for_each_tensor(const c10::IValue& v, c10::function_ref<void(const at::Tens
 
 }  // namespace
 
-std::optional<c10::ScalarType> missing_kernel_dtype(const c10::Error& error, c10::ArrayRef<c10::IValue> args) {
-  if (t_widening) return std::nullopt;
-  // ATen's dtype dispatch says: "<kernel>" not implemented for '<dtype>'; the FFT
-  // kernels (pocketfft, MKL) say: Unsupported dtype <dtype>.
+std::optional<std::string> dtype_without_kernel(const c10::Error& error) {
   const std::string msg = error.what_without_backtrace();
-  std::string name;
   const std::string marker = "not implemented for '", fft_marker = "Unsupported dtype ";
   if (auto at = msg.find(marker); at != std::string::npos) {
     auto start = at + marker.size(), end = msg.find('\'', start);
     if (end == std::string::npos) return std::nullopt;
-    name = msg.substr(start, end - start);
-  } else if (auto at = msg.find(fft_marker); at != std::string::npos) {
-    auto start = at + fft_marker.size(), end = msg.find_first_of(" \n.", start);
-    name = msg.substr(start, end == std::string::npos ? std::string::npos : end - start);
-  } else {
-    return std::nullopt;
+    return msg.substr(start, end - start);
   }
+  if (auto at = msg.find(fft_marker); at != std::string::npos) {
+    auto start = at + fft_marker.size(), end = msg.find_first_of(" \n.", start);
+    return msg.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  }
+  return std::nullopt;
+}
+
+std::optional<c10::ScalarType> missing_kernel_dtype(const c10::Error& error, c10::ArrayRef<c10::IValue> args) {
+  if (t_widening) return std::nullopt;
+  const auto dtype = dtype_without_kernel(error);
+  if (!dtype) return std::nullopt;
+  const std::string& name = *dtype;
   std::optional<c10::ScalarType> found;
   for (const auto& v : args)
     for_each_tensor(v, [&](const at::Tensor& t) {

@@ -15,6 +15,11 @@
 
 namespace torch_musa::op_layer {
 
+// The dtype name a kernel's "no kernel for this dtype" error names ("Half", "Float8_e4m3fn"):
+// ATen's dtype dispatch's "... not implemented for '<dtype>'", or the FFT kernels'
+// "Unsupported dtype <dtype>".
+std::optional<std::string> dtype_without_kernel(const c10::Error& error);
+
 // The dtype `error` says the kernel has no kernel for, if it is one some
 // tensor among `args` has and the op layer can widen (not while widening).
 std::optional<c10::ScalarType> missing_kernel_dtype(const c10::Error& error, c10::ArrayRef<c10::IValue> args);
