@@ -6,6 +6,7 @@ A rank that hangs past `timeout` fails the test instead of hanging CI.
 """
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -39,46 +40,49 @@ def run_ranks(scenario, world, timeout=120, env=None, args=(), expect_fail=(), m
     `expect_fail`) or the run outlives `timeout`. (bench/dist_bench.py runs its workers through it too.)"""
     port = free_port()
     out_dir = tempfile.mkdtemp(prefix=f"mccl_{scenario}_")
-    procs = []
-    for rank in range(world):
-        e = dict(os.environ)
-        for k in ("TORCH_MUSA_HOST_DEVICES", "MUSA_VISIBLE_DEVICES", "TORCH_DISTRIBUTED_DEBUG"):
-            e.pop(k, None)
-        e.update(TORCH_MUSA_DRIVER=driver(), TORCH_MUSA_HOST_DEVICES="1",
-                 MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
-                 LOCAL_RANK=str(rank) if driver() == "cuda" else "0",
-                 OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", MCCL_RESULT=os.path.join(out_dir, f"{rank}.json"),
-                 MCCL_DUMP_AFTER=str(max(1, timeout - 5)))
-        e.update(env or {})
-        log = open(os.path.join(out_dir, f"{rank}.log"), "w")
-        procs.append((subprocess.Popen([sys.executable, "-m", module, scenario, *args],
-                                       cwd=REPO_ROOT, env=e, stdout=log, stderr=subprocess.STDOUT), log))
-    deadline = time.monotonic() + timeout
-    timed_out = False
-    for p, _ in procs:
-        try:
-            p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-    for p, log in procs:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        log.close()
+    try:  # the run's logs and results are read here; the folder goes afterwards
+        procs = []
+        for rank in range(world):
+            e = dict(os.environ)
+            for k in ("TORCH_MUSA_HOST_DEVICES", "MUSA_VISIBLE_DEVICES", "TORCH_DISTRIBUTED_DEBUG"):
+                e.pop(k, None)
+            e.update(TORCH_MUSA_DRIVER=driver(), TORCH_MUSA_HOST_DEVICES="1",
+                     MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                     LOCAL_RANK=str(rank) if driver() == "cuda" else "0",
+                     OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", MCCL_RESULT=os.path.join(out_dir, f"{rank}.json"),
+                     MCCL_DUMP_AFTER=str(max(1, timeout - 5)))
+            e.update(env or {})
+            log = open(os.path.join(out_dir, f"{rank}.log"), "w")
+            procs.append((subprocess.Popen([sys.executable, "-m", module, scenario, *args],
+                                           cwd=REPO_ROOT, env=e, stdout=log, stderr=subprocess.STDOUT), log))
+        deadline = time.monotonic() + timeout
+        timed_out = False
+        for p, _ in procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+        for p, log in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            log.close()
 
-    def logs():
-        return "\n".join(f"--- rank {r} (exit {p.returncode}) ---\n" + open(os.path.join(out_dir, f"{r}.log")).read()[-4000:]
-                         for r, (p, _) in enumerate(procs))
+        def logs():
+            return "\n".join(f"--- rank {r} (exit {p.returncode}) ---\n" + open(os.path.join(out_dir, f"{r}.log")).read()[-4000:]
+                             for r, (p, _) in enumerate(procs))
 
-    assert not timed_out, f"scenario {scenario} at world {world} ran past {timeout} s\n{logs()}"
-    for r, (p, _) in enumerate(procs):
-        if r not in expect_fail:
-            assert p.returncode == 0, f"rank {r} of scenario {scenario} failed\n{logs()}"
-    results = []
-    for r in range(world):
-        path = os.path.join(out_dir, f"{r}.json")
-        results.append(json.load(open(path)) if os.path.exists(path) else None)
-    return results
+        assert not timed_out, f"scenario {scenario} at world {world} ran past {timeout} s\n{logs()}"
+        for r, (p, _) in enumerate(procs):
+            if r not in expect_fail:
+                assert p.returncode == 0, f"rank {r} of scenario {scenario} failed\n{logs()}"
+        results = []
+        for r in range(world):
+            path = os.path.join(out_dir, f"{r}.json")
+            results.append(json.load(open(path)) if os.path.exists(path) else None)
+        return results
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
 
 
 def assert_no_failures(results):
