@@ -192,6 +192,7 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   const size_t base = stack->size() - nargs;
   Delegation call(op, kd);
 
+  size_t listed = 0;  // tensors in tensor lists
   for (size_t i = 0; i < nargs; ++i) {
     const c10::IValue& v = (*stack)[base + i];
     const std::string& name = args[i].name();
@@ -199,12 +200,14 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
       call.note_device(v.toTensor(), name, traits.is_cpu_side(i));
     } else if (v.isTensorList()) {
       for (const at::Tensor& t : v.toTensorList()) call.note_device(t, name, false);
+      listed += v.toTensorList().size();
     } else if (v.isList()) {
       for (const c10::IValue& e : v.toList())
         if (e.isTensor()) call.note_device(e.toTensor(), name, traits.allows_cpu_indices);
     }
   }
   call.check_mixing();
+  if (listed > 0) call.expect(listed + nargs);
   if (call.device < 0 && !traits.generator_args.empty()) {
     // Dispatched here only because a musa generator was passed for non-musa tensors.
     for (size_t idx : traits.generator_args) {

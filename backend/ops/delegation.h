@@ -66,8 +66,12 @@ at::Tensor tensor_over(c10::Storage storage, const at::Tensor& like, c10::Dispat
 // making and destroying a TensorImpl and a StorageImpl per input is a large
 // share of a small op's cost. Only aliases nothing else references are
 // reused (a kernel may have kept one), and they never own memory.
+// Direct-mapped, and large enough for an optimizer step: a fused AdamW over GPT-2 aliases 740
+// tensors per call, the same ones (or the same memory) every step. A slot holds an alias of
+// about 300 bytes, which never owns musa memory.
 class AliasCache {
  public:
+  AliasCache() : slots_(kSlots) {}
   at::Tensor* find(const at::Tensor& musa, c10::DispatchKey key) {
     at::Tensor& a = slots_[slot_of(musa)];
     return a.defined() && reusable(a, musa, key) ? &a : nullptr;
@@ -75,11 +79,12 @@ class AliasCache {
   void put(const at::Tensor& musa, const at::Tensor& alias) { slots_[slot_of(musa)] = alias; }
 
  private:
-  static constexpr size_t kSlots = 16;
+  static constexpr int kSlotBits = 13;
+  static constexpr size_t kSlots = size_t{1} << kSlotBits;
   static size_t slot_of(const at::Tensor& t) {
     auto p = reinterpret_cast<uintptr_t>(t.unsafeGetTensorImpl()->storage().data()) +
              static_cast<uintptr_t>(t.storage_offset());
-    return (p >> 8 ^ p >> 4) % kSlots;
+    return static_cast<size_t>((static_cast<uint64_t>(p) * 0x9E3779B97F4A7C15ull) >> (64 - kSlotBits));
   }
   static bool reusable(const at::Tensor& a, const at::Tensor& t, c10::DispatchKey key) {
     const c10::TensorImpl* ai = a.unsafeGetTensorImpl();
@@ -92,11 +97,69 @@ class AliasCache {
            ai->sizes() == ti->sizes() && ai->strides() == ti->strides() && ai->is_conj() == ti->is_conj() &&
            ai->is_neg() == ti->is_neg();
   }
-  at::Tensor slots_[kSlots];
+  std::vector<at::Tensor> slots_;
 };
 
 // This thread's alias cache.
 AliasCache& alias_cache();
+
+// The position of a pointer among a call's entries. Most calls have a handful, found by a scan;
+// foreach and fused-optimizer calls take hundreds of tensors (AdamW over GPT-2: 740), where
+// scanning for each of them is quadratic, so past kIndexFrom entries a hash map takes over.
+class PointerIndex {
+ public:
+  static constexpr size_t kIndexFrom = 24;
+  // Sizes the table for about `n` entries up front.
+  void reserve(size_t n) {
+    while (keys_.size() < 2 * n) grow();
+  }
+  // The first i < n with key_at(i) == key, or -1. Entries are only ever appended.
+  template <class KeyAt>
+  ptrdiff_t find(const void* key, size_t n, KeyAt key_at) {
+    if (n < kIndexFrom) {
+      for (size_t i = 0; i < n; ++i)
+        if (key_at(i) == key) return static_cast<ptrdiff_t>(i);
+      return -1;
+    }
+    for (; indexed_ < n; ++indexed_) insert(key_at(indexed_), indexed_);
+    for (size_t h = hash(key);; h = (h + 1) & mask_) {
+      if (keys_[h] == key) return static_cast<ptrdiff_t>(positions_[h]);
+      if (keys_[h] == nullptr) return -1;
+    }
+  }
+
+ private:
+  // Open addressing with linear probing, at most half full: no allocation per entry.
+  size_t hash(const void* k) const {
+    return static_cast<size_t>((reinterpret_cast<uint64_t>(k) * 0x9E3779B97F4A7C15ull) >> 32) & mask_;
+  }
+  void insert(const void* k, size_t pos) {
+    if (2 * (count_ + 1) > keys_.size()) grow();
+    for (size_t h = hash(k);; h = (h + 1) & mask_) {
+      if (keys_[h] == k) return;  // keeps the first position
+      if (keys_[h] == nullptr) {
+        keys_[h] = k;
+        positions_[h] = pos;
+        ++count_;
+        return;
+      }
+    }
+  }
+  void grow() {
+    std::vector<const void*> keys = std::move(keys_);
+    std::vector<size_t> positions = std::move(positions_);
+    size_t cap = keys.empty() ? 4 * kIndexFrom : 2 * keys.size();
+    keys_.assign(cap, nullptr);
+    positions_.assign(cap, 0);
+    mask_ = cap - 1;
+    count_ = 0;
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (keys[i]) insert(keys[i], positions[i]);
+  }
+  std::vector<const void*> keys_;
+  std::vector<size_t> positions_;
+  size_t mask_ = 0, count_ = 0, indexed_ = 0;
+};
 
 // One delegated op call: the aliases it made and how to map results back.
 class Delegation {
@@ -128,18 +191,17 @@ class Delegation {
     if (!pending_cpu_.empty()) device_mismatch(op_, first_, c10::Device(c10::DeviceType::CPU), pending_cpu_[0]);
   }
 
-  bool storage_aliased(const c10::Storage& s) const {
-    for (auto& e : storages_)
-      if (e.musa.unsafeGetStorageImpl() == s.unsafeGetStorageImpl()) return true;
-    return false;
-  }
+  bool storage_aliased(const c10::Storage& s) { return storage_of_musa(s.unsafeGetStorageImpl()) >= 0; }
 
-  c10::Storage alias_storage(const c10::Storage& s) {
-    auto* impl = s.unsafeGetStorageImpl();
-    for (auto& e : storages_)
-      if (e.musa.unsafeGetStorageImpl() == impl) return e.alias;
-    storages_.push_back({s, kd_.alias_storage(s), impl->data_ptr().get()});
-    return storages_.back().alias;
+  c10::Storage alias_storage(const c10::Storage& s) { return storages_[alias_storage_index(s)].alias; }
+
+  // Room for a call that aliases about `n` tensors (a foreach or fused-optimizer call).
+  void expect(size_t n) {
+    tensors_.reserve(n);
+    storages_.reserve(n);
+    if (n < PointerIndex::kIndexFrom) return;
+    for (PointerIndex* index : {&by_musa_tensor_, &by_alias_tensor_, &by_musa_storage_, &by_alias_storage_})
+      index->reserve(n);
   }
 
   at::Tensor alias(const at::Tensor& t) {
@@ -150,17 +212,17 @@ class Delegation {
         return t.to(kd_.device_for(device));
       return t;
     }
-    for (auto& e : tensors_)
-      if (e.second == t.unsafeGetTensorImpl()) return e.first;
+    if (ptrdiff_t i = tensor_of_musa(t.unsafeGetTensorImpl()); i >= 0) return tensors_[i].alias;
     at::Tensor* cached = storage_aliased(t.storage()) ? nullptr : alias_cache().find(t, kd_.dispatch_key());
     if (cached) {  // (one alias storage per musa storage within a call, so a view shares it)
       const c10::Storage& s = cached->storage();
       storages_.push_back({t.storage(), s, s.data()});
-      tensors_.emplace_back(*cached, t.unsafeGetTensorImpl());
+      tensors_.push_back({*cached, t.unsafeGetTensorImpl(), storages_.size() - 1});
       return *cached;
     }
-    at::Tensor a = tensor_over(alias_storage(t.storage()), t, kd_.dispatch_key());
-    tensors_.emplace_back(a, t.unsafeGetTensorImpl());
+    size_t si = alias_storage_index(t.storage());
+    at::Tensor a = tensor_over(storages_[si].alias, t, kd_.dispatch_key());
+    tensors_.push_back({a, t.unsafeGetTensorImpl(), si});
     alias_cache().put(t, a);
     return a;
   }
@@ -208,6 +270,36 @@ class Delegation {
     const void* original_data;
   };
 
+  struct TensorAlias {
+    at::Tensor alias;
+    c10::TensorImpl* musa;  // borrowed: the caller's argument list keeps it alive
+    size_t storage;         // its entry in storages_
+  };
+
+  size_t alias_storage_index(const c10::Storage& s) {
+    ptrdiff_t i = storage_of_musa(s.unsafeGetStorageImpl());
+    if (i >= 0) return static_cast<size_t>(i);
+    storages_.push_back({s, kd_.alias_storage(s), s.unsafeGetStorageImpl()->data_ptr().get()});
+    return storages_.size() - 1;
+  }
+
+  // Lookups over this call's entries (see PointerIndex).
+  ptrdiff_t tensor_of_musa(const c10::TensorImpl* t) {
+    return by_musa_tensor_.find(t, tensors_.size(), [this](size_t i) { return tensors_[i].musa; });
+  }
+  ptrdiff_t tensor_of_alias(const c10::TensorImpl* t) {
+    return by_alias_tensor_.find(t, tensors_.size(),
+                                 [this](size_t i) { return tensors_[i].alias.unsafeGetTensorImpl(); });
+  }
+  ptrdiff_t storage_of_musa(const c10::StorageImpl* s) {
+    return by_musa_storage_.find(s, storages_.size(),
+                                 [this](size_t i) { return storages_[i].musa.unsafeGetStorageImpl(); });
+  }
+  ptrdiff_t storage_of_alias(const c10::StorageImpl* s) {
+    return by_alias_storage_.find(s, storages_.size(),
+                                  [this](size_t i) { return storages_[i].alias.unsafeGetStorageImpl(); });
+  }
+
   static at::Tensor musa_ref(c10::TensorImpl* t) {
     return at::Tensor(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::reclaim_copy(t));
   }
@@ -216,14 +308,7 @@ class Delegation {
   // storage, memory the op allocated from musa (adopted), or a copy.
   c10::Storage to_musa_storage(const c10::Storage& s) {
     auto* impl = s.unsafeGetStorageImpl();
-    for (auto& e : storages_) {
-      if (e.alias.unsafeGetStorageImpl() != impl) continue;
-      if (impl->data_ptr().get() != e.original_data) {  // the op grew it (resize_)
-        adopt_into(*e.musa.unsafeGetStorageImpl(), *impl);
-        e.original_data = impl->data_ptr().get();
-      }
-      return e.musa;
-    }
+    if (ptrdiff_t i = storage_of_alias(impl); i >= 0) return musa_storage_of(storages_[i]);
     for (auto& e : fresh_)
       if (e.first.unsafeGetStorageImpl() == impl) return e.second;
     auto musa = c10::Storage(c10::make_intrusive<c10::StorageImpl>(
@@ -231,6 +316,16 @@ class Delegation {
     adopt_into(*musa.unsafeGetStorageImpl(), *impl);
     fresh_.emplace_back(s, musa);
     return musa;
+  }
+
+  // The musa storage of an alias storage of this call, after carrying over a growth (resize_).
+  const c10::Storage& musa_storage_of(StorageAlias& e) {
+    c10::StorageImpl* impl = e.alias.unsafeGetStorageImpl();
+    if (impl->data_ptr().get() != e.original_data) {  // the op grew it
+      adopt_into(*e.musa.unsafeGetStorageImpl(), *impl);
+      e.original_data = impl->data_ptr().get();
+    }
+    return e.musa;
   }
 
   // Moves (or, when impossible, copies) the kernel-device memory of `from` into `to`.
@@ -277,8 +372,7 @@ class Delegation {
     TORCH_CHECK_NOT_IMPLEMENTED(out.layout() == c10::kStrided, op_.schema().name(), " would return a ", out.layout(),
                                 " tensor: musa stores strided tensors only; run it on the cpu "
                                 "(x.cpu()) if you need that layout");
-    for (auto& e : tensors_)
-      if (e.first.unsafeGetTensorImpl() == out.unsafeGetTensorImpl()) return musa_ref(e.second);  // in-place: self
+    if (ptrdiff_t i = tensor_of_alias(out.unsafeGetTensorImpl()); i >= 0) return musa_ref(tensors_[i].musa);  // in-place: self
     if (device < 0) device = current_device();
     if (become_musa(out)) return out;
     return musa_tensor_like(out, to_musa_storage(out.storage()));
@@ -299,8 +393,7 @@ class Delegation {
     c10::StorageImpl* simpl = storage.unsafeGetStorageImpl();
     if (storage.use_count() != 1 || typeid(*simpl) != typeid(c10::StorageImpl) || !simpl->data_ptr().get())
       return false;
-    for (auto& e : storages_)
-      if (e.alias.unsafeGetStorageImpl() == simpl) return false;
+    if (storage_of_alias(simpl) >= 0) return false;
     c10::DataPtr taken = std::move(simpl->mutable_data_ptr());
     if (!kd_.adopt(taken, device)) {
       simpl->set_data_ptr_noswap(std::move(taken));
@@ -315,15 +408,19 @@ class Delegation {
 
   void sync_tensor(const at::Tensor& musa) {
     if (!musa.defined() || musa.device().type() != kMusa) return;
-    for (auto& e : tensors_) {
-      if (e.second != musa.unsafeGetTensorImpl()) continue;
-      auto* a = e.first.unsafeGetTensorImpl();
-      auto* m = e.second;
-      c10::Storage target = to_musa_storage(a->storage());
-      if (target.unsafeGetStorageImpl() != m->storage().unsafeGetStorageImpl()) m->set_storage_keep_dtype(target);
-      if (a->sizes() != m->sizes() || a->strides() != m->strides() || a->storage_offset() != m->storage_offset())
-        m->set_sizes_and_strides(a->sizes(), a->strides(), a->storage_offset());
-    }
+    ptrdiff_t i = tensor_of_musa(musa.unsafeGetTensorImpl());  // (each musa tensor is aliased once per call)
+    if (i < 0) return;
+    TensorAlias& e = tensors_[i];
+    auto* a = e.alias.unsafeGetTensorImpl();
+    auto* m = e.musa;
+    // Usually the alias still has the storage it was made with (no set_ swapped it).
+    StorageAlias& own = storages_[e.storage];
+    c10::Storage target = a->storage().unsafeGetStorageImpl() == own.alias.unsafeGetStorageImpl()
+                              ? musa_storage_of(own)
+                              : to_musa_storage(a->storage());
+    if (target.unsafeGetStorageImpl() != m->storage().unsafeGetStorageImpl()) m->set_storage_keep_dtype(target);
+    if (a->sizes() != m->sizes() || a->strides() != m->strides() || a->storage_offset() != m->storage_offset())
+      m->set_sizes_and_strides(a->sizes(), a->strides(), a->storage_offset());
   }
 
   const c10::OperatorHandle& op_;
@@ -337,8 +434,9 @@ class Delegation {
   // The musa side is borrowed: the caller's argument list keeps it alive.
   // (Copying a musa tensor is not free: with a Python object attached, its
   // reference count changes reach the Python object too.)
-  c10::SmallVector<std::pair<at::Tensor, c10::TensorImpl*>, 4> tensors_;  // alias -> musa
+  c10::SmallVector<TensorAlias, 4> tensors_;
   c10::SmallVector<std::pair<c10::Storage, c10::Storage>, 2> fresh_;  // kernel-device -> musa
+  PointerIndex by_musa_tensor_, by_alias_tensor_, by_musa_storage_, by_alias_storage_;
 };
 
 // The boxed delegation of one call (the fallback itself).

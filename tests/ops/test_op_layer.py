@@ -125,6 +125,44 @@ def test_pointwise_ops_on_strided_views_match_cpu_and_write_through():
         base_m[:1].mul_(other_m)
 
 
+def test_long_tensor_lists_with_shared_storages_and_repeats_match_cpu():
+    # Calls with hundreds of tensors (foreach, fused optimizers) look their aliases up through a
+    # hash index (delegation.h PointerIndex) instead of scans: views of one storage, a tensor
+    # passed twice, and in-place writes must still behave as on the CPU, call after call (the
+    # second call reuses cached aliases).
+    g = torch.Generator().manual_seed(5)
+    base_c = torch.randn(200, 7, generator=g)
+    own_c = [torch.randn(5, generator=g) for _ in range(60)]
+    base_m, own_m = base_c.musa(), [t.musa() for t in own_c]
+    rows = lambda base: [base[i] for i in range(0, 200, 2)]  # 100 views of one storage
+    for _ in range(2):
+        lhs_c, lhs_m = rows(base_c) + own_c, rows(base_m) + own_m
+        rhs_c = [t * 0.5 for t in rows(base_c)[::-1]] + own_c[::-1]
+        rhs_m = [t * 0.5 for t in rows(base_m)[::-1]] + own_m[::-1]
+        torch._foreach_add_(lhs_c, rhs_c, alpha=0.25)
+        torch._foreach_add_(lhs_m, rhs_m, alpha=0.25)
+        torch.testing.assert_close(base_m.cpu(), base_c)
+        for a, b in zip(own_m, own_c):
+            torch.testing.assert_close(a.cpu(), b)
+    rep_c, rep_m = own_c[:30] + own_c[:30], own_m[:30] + own_m[:30]  # each tensor twice
+    for a, b in zip(torch._foreach_mul(rep_m, 3.0), torch._foreach_mul(rep_c, 3.0)):
+        torch.testing.assert_close(a.cpu(), b)
+    # a fused optimizer step over many parameters, against the CPU's kernel
+    params_c = [torch.randn(3, 4, generator=g) for _ in range(40)]
+    grads_c = [torch.randn(3, 4, generator=g) for _ in range(40)]
+    state_c = [[torch.zeros(3, 4) for _ in range(40)] for _ in range(2)]
+    steps_c = [torch.zeros(()) for _ in range(40)]
+    mv = lambda ts: [t.musa() for t in ts]
+    params_m, grads_m, state_m, steps_m = mv(params_c), mv(grads_c), [mv(s) for s in state_c], mv(steps_c)
+    for ps, gs, (m, v), st in ((params_c, grads_c, state_c, steps_c), (params_m, grads_m, state_m, steps_m)):
+        for _ in range(2):
+            torch._foreach_add_(st, 1.0)
+            torch._fused_adamw_(ps, gs, m, v, [], st, lr=1e-2, beta1=0.9, beta2=0.99, weight_decay=0.1,
+                                eps=1e-8, amsgrad=False, maximize=False)
+    for a, b in zip(params_m + state_m[0] + state_m[1], params_c + state_c[0] + state_c[1]):
+        torch.testing.assert_close(a.cpu(), b)
+
+
 def test_lent_block_freed_by_another_thread_is_freed_when_the_op_ends():
     # (review finding) a block the kernel device borrowed on one thread and
     # dropped on another while the op runs: neither the wrong deleter nor a leak
