@@ -79,7 +79,7 @@ from ._device import (  # noqa: E402
     get_driver_name,
 )
 from .streams import (  # noqa: E402
-    Event, Stream, StreamContext, _sleep, current_stream, default_stream, set_stream, stream,
+    Event, ExternalStream, Stream, StreamContext, _sleep, current_stream, default_stream, set_stream, stream,
 )
 from .graphs import MUSAGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables  # noqa: E402
 from . import _dynamo_musagraphs, _inductor  # noqa: E402  (cheap: they import no torch._dynamo)
@@ -171,7 +171,7 @@ def _is_in_bad_fork() -> bool:
 
 
 __all__ = [
-    "Event", "Stream", "StreamContext", "OutOfMemoryError", "amp", "current_device", "current_stream",
+    "Event", "ExternalStream", "Stream", "StreamContext", "OutOfMemoryError", "amp", "current_device", "current_stream",
     "default_stream", "device", "device_count", "device_of", "empty_cache", "get_amp_supported_dtype",
     "get_device_capability", "get_device_name", "get_device_properties", "get_rng_state", "get_rng_state_all",
     "init", "initial_seed", "is_available", "is_bf16_supported", "is_fp8_supported", "is_tf32_supported", "can_device_access_peer", "is_initialized", "manual_seed",

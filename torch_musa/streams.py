@@ -57,6 +57,26 @@ class Stream(torch.Stream):
         return f"<torch.musa.Stream device=musa:{self.device_index} stream_id={self.stream_id}>"
 
 
+class ExternalStream(Stream):
+    """A stream created outside torch_musa, as torch.cuda.ExternalStream: ``stream_ptr`` is the
+    raw handle (what ``Stream.musa_stream`` gives: a runtime musaStream_t made by
+    musaStreamCreate, or on the cuda driver a cudaStream_t, e.g. from a CUDA library or
+    ``torch.cuda.Stream().cuda_stream``). musa ops run on it under ``torch.musa.stream(...)``.
+    The stream stays the creator's: keep it alive while musa uses it; torch_musa never destroys it.
+    """
+
+    def __new__(cls, stream_ptr: int, device=None, **kwargs):
+        if not isinstance(stream_ptr, int) or isinstance(stream_ptr, bool) or stream_ptr < 0:
+            raise TypeError(f"ExternalStream needs the stream handle as a non-negative int, got {stream_ptr!r}")
+        _lazy_init()
+        index = _check_index(_index(device))
+        sid = _C._external_stream(stream_ptr, index)
+        return super().__new__(cls, stream_id=sid, device_index=index, device_type=_device_type())
+
+    def __repr__(self):
+        return f"<torch.musa.ExternalStream device=musa:{self.device_index} stream_id={self.stream_id}>"
+
+
 class Event(torch.Event):
     """A musa event: marks a point in a stream for waiting and timing."""
 

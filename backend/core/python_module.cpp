@@ -129,6 +129,10 @@ PYBIND11_MODULE(_C, m) {
     MUSA_CHECK(musaStreamGetNativeHandle(s, &native));
     return reinterpret_cast<uintptr_t>(native != nullptr ? native : static_cast<void*>(s));
   });
+  // torch.musa.ExternalStream: the stream id for a handle made outside torch_musa.
+  m.def("_external_stream", [](uintptr_t raw, int device) {
+    return external_stream(static_cast<c10::DeviceIndex>(device), reinterpret_cast<void*>(raw)).id();
+  });
   // The driver's own index of musa device d (the CUDA ordinal on the cuda driver).
   m.def("_driver_ordinal", [](int d) {
     int ord = 0;

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <atomic>
+#include <deque>
 #include <mutex>
 #include <vector>
 
@@ -16,12 +17,15 @@ constexpr int kPriorityLevels = 3;  // priorities 0, -1, -2
 constexpr int kMaxDevices = 64;
 
 // Stream ids: 0 is the device's default stream; 1 + level*32 + i is entry i
-// of the pool for priority level `level`.
+// of the pool for priority level `level`; kFirstExternal + i is external stream i.
+constexpr c10::StreamId kFirstExternal = 1 + kPriorityLevels * kStreamsPerPool;
 struct DevicePools {
   std::once_flag once;
   std::array<std::array<musaStream_t, kStreamsPerPool>, kPriorityLevels> streams{};
   std::array<std::atomic<uint32_t>, kPriorityLevels> next{};
   musaStream_t default_stream = nullptr;
+  std::mutex external_mu;
+  std::deque<std::pair<void*, musaStream_t>> external;  // raw handle given -> runtime stream
 };
 
 DevicePools& pools(c10::DeviceIndex device) {
@@ -82,14 +86,64 @@ musaStream_t native_stream(const c10::Stream& stream) {
   auto& p = pools(stream.device_index());
   auto id = stream.id();
   if (id == 0) return p.default_stream;
-  TORCH_CHECK(id > 0 && id <= kPriorityLevels * kStreamsPerPool, "invalid musa stream id ", id);
+  if (id >= kFirstExternal) {
+    std::lock_guard<std::mutex> g(p.external_mu);
+    TORCH_CHECK(static_cast<size_t>(id - kFirstExternal) < p.external.size(), "invalid musa stream id ", id);
+    return p.external[id - kFirstExternal].second;
+  }
+  TORCH_CHECK(id > 0, "invalid musa stream id ", id);
   auto idx = id - 1;
   return p.streams[idx / kStreamsPerPool][idx % kStreamsPerPool];
 }
 
 int stream_priority(const c10::Stream& stream) {
   if (stream.id() == 0) return 0;
+  if (stream.id() >= kFirstExternal) {
+    int priority = 0;
+    MUSA_CHECK(musaStreamGetPriority(native_stream(stream), &priority));
+    return priority;
+  }
   return -static_cast<int>((stream.id() - 1) / kStreamsPerPool);
+}
+
+c10::Stream external_stream(c10::DeviceIndex device, void* raw) {
+  if (device < 0) device = current_device();
+  TORCH_CHECK(raw != nullptr,
+              "ExternalStream: the stream handle is 0 (null); for the default stream use "
+              "torch.musa.default_stream()");
+  auto& p = pools(device);
+  // A torch_musa stream's own handle (runtime or native) is that stream.
+  auto is_handle_of = [raw](musaStream_t s) {
+    void* native = nullptr;
+    return static_cast<void*>(s) == raw || (musaStreamGetNativeHandle(s, &native) == musaSuccess && native == raw);
+  };
+  if (is_handle_of(p.default_stream)) return make(device, 0);
+  for (int level = 0; level < kPriorityLevels; ++level)
+    for (int i = 0; i < kStreamsPerPool; ++i)
+      if (is_handle_of(p.streams[level][i])) return make(device, 1 + level * kStreamsPerPool + i);
+  std::lock_guard<std::mutex> g(p.external_mu);
+  for (size_t i = 0; i < p.external.size(); ++i)
+    if (p.external[i].first == raw) return make(device, kFirstExternal + static_cast<c10::StreamId>(i));
+  musaStream_t s = nullptr;
+  if (musaStreamValidate(static_cast<musaStream_t>(raw)) == musaSuccess) {
+    s = static_cast<musaStream_t>(raw);  // made by musaStreamCreate outside torch_musa
+    int on = -1;
+    MUSA_CHECK(musaStreamGetDevice(s, &on));
+    TORCH_CHECK(on == device, "ExternalStream: the stream belongs to musa device ", on, ", not ", static_cast<int>(device),
+                ": pass device=", on);
+  } else {
+    DeviceScope scope(device);
+    musaError_t err = musaStreamCreateFromNative(&s, raw);
+    if (err == musaErrorNotSupported)
+      TORCH_CHECK(false, "ExternalStream: ", reinterpret_cast<uintptr_t>(raw),
+                  " is not a live musa stream handle. On the host driver pass a musaStream_t made by "
+                  "musaStreamCreate (or Stream.musa_stream), and keep that stream alive while it is used");
+    TORCH_CHECK(err == musaSuccess, "ExternalStream: cannot wrap the stream handle ", reinterpret_cast<uintptr_t>(raw),
+                " (", musaGetLastErrorMessage(), "): pass a live stream of musa device ", static_cast<int>(device),
+                " (Stream.musa_stream, or a cudaStream_t of its GPU on the cuda driver)");
+  }
+  p.external.emplace_back(raw, s);
+  return make(device, kFirstExternal + static_cast<c10::StreamId>(p.external.size() - 1));
 }
 
 }  // namespace torch_musa

@@ -1,5 +1,6 @@
 // musa streams as c10::Streams: a fixed pool per device and priority (like
-// CUDA's), the default stream as id 0, and a per-thread current stream.
+// CUDA's), the default stream as id 0, streams created outside torch_musa
+// (ExternalStream) after the pools, and a per-thread current stream.
 #pragma once
 
 #include <c10/core/Stream.h>
@@ -15,6 +16,12 @@ c10::Stream exchange_stream(c10::Stream stream);
 c10::Stream stream_from_pool(c10::DeviceIndex device, int priority);
 // The runtime handle behind a c10::Stream of the musa device.
 musaStream_t native_stream(const c10::Stream& stream);
+// The c10::Stream for a stream handle created outside torch_musa (torch.cuda.ExternalStream's
+// counterpart): `raw` is what Stream.musa_stream gives (a runtime musaStream_t, or on the cuda
+// driver the cudaStream_t under it, which then gets a borrowing musa stream). A handle of a
+// torch_musa stream gives that stream; the same handle always gives the same stream. The caller
+// keeps the stream alive while it is used, as with CUDA.
+c10::Stream external_stream(c10::DeviceIndex device, void* raw);
 int stream_priority(const c10::Stream& stream);
 
 }  // namespace torch_musa

@@ -552,9 +552,32 @@ class CudaDriver final : public Driver {
     return musaSuccess;
   }
 
+  musaError_t streamWrap(MUstream_st* s, void* native) override {
+    GUARD(s->device);
+    auto cs = static_cast<cudaStream_t>(native);
+    int priority = 0, device = -1;
+    unsigned flags = 0;
+    CUDA_TRY(cudaStreamGetPriority(cs, &priority), "cudaStreamGetPriority (is it a live cudaStream_t?)", s->device);
+    CUDA_TRY(cudaStreamGetFlags(cs, &flags), "cudaStreamGetFlags", s->device);
+#if CUDART_VERSION >= 12080
+    CUDA_TRY(cudaStreamGetDevice(cs, &device), "cudaStreamGetDevice", s->device);
+#else
+    device = s->device;  // (no way to ask before CUDA 12.8)
+#endif
+    if (device != s->device)
+      return fail(musaErrorInvalidDevice, "the CUDA stream belongs to CUDA device " + std::to_string(device) +
+                                              ", not to the current musa device's (CUDA device " +
+                                              std::to_string(s->device) + "): wrap it under that device");
+    s->native = cs;
+    s->priority = priority;
+    s->flags = (flags & cudaStreamNonBlocking) ? musaStreamNonBlocking : musaStreamDefault;
+    s->borrowed = true;
+    return musaSuccess;
+  }
+
   musaError_t streamDestroy(MUstream_st* s) override {
     GUARD(s->device);
-    CUDA_TRY(cudaStreamDestroy(nat(s)), "cudaStreamDestroy", s->device);
+    if (!s->borrowed) CUDA_TRY(cudaStreamDestroy(nat(s)), "cudaStreamDestroy", s->device);
     s->native = nullptr;
     if (auto* c = static_cast<Capture*>(s->capture)) {
       forgetCapture(c->id);

@@ -18,6 +18,7 @@ struct MUstream_st {
   unsigned flags = 0;
   bool is_default = false;
   void* native = nullptr;
+  bool borrowed = false;    // `native` belongs to the caller (musaStreamCreateFromNative)
   void* capture = nullptr;  // driver-owned capture state while capturing
 };
 
@@ -75,6 +76,9 @@ class Driver {
   virtual musaError_t memSetAccess(void* ptr, size_t size, int dev) = 0;
 
   virtual musaError_t streamCreate(MUstream_st* s) = 0;
+  // Makes `s` stand for a native stream that `s->device`'s caller created: sets native,
+  // priority and flags, and marks it borrowed, so streamDestroy leaves the native stream alone.
+  virtual musaError_t streamWrap(MUstream_st* s, void* native) = 0;
   virtual musaError_t streamDestroy(MUstream_st* s) = 0;
   virtual musaError_t streamQuery(MUstream_st* s) = 0;
   virtual musaError_t streamSynchronize(MUstream_st* s) = 0;

@@ -446,6 +446,11 @@ class HostDriver final : public Driver {
 
   // ---- streams ----
   musaError_t streamCreate(MUstream_st*) override { return musaSuccess; }
+  musaError_t streamWrap(MUstream_st*, void*) override {
+    return fail(musaErrorNotSupported,
+                "the host driver has no native streams to wrap; pass a musaStream_t made by "
+                "musaStreamCreate instead");
+  }
   musaError_t streamDestroy(MUstream_st* s) override {
     if (s->capture) return fail(musaErrorStreamCaptureUnsupported, "cannot destroy a capturing stream");
     return musaSuccess;

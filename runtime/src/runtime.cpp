@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <sstream>
+#include <unordered_set>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@ struct State {
   void* plugin = nullptr;             // dlopen handle of the cuda driver, if used
   std::vector<int> visible;           // logical -> physical device
   std::vector<MUstream_st*> defaults; // per logical device
+  std::mutex live_mu;                 // guards live_streams
+  std::unordered_set<const MUstream_st*> live_streams;  // every stream not yet destroyed
   std::vector<std::atomic<int>> touched;
   std::string init_error;
   std::string built = "host";
@@ -175,6 +178,8 @@ MUstream_st* defaultStream(State& st, int logical) {
       return nullptr;
     }
     s = ns;
+    std::lock_guard<std::mutex> live(st.live_mu);
+    st.live_streams.insert(ns);
   }
   return s;
 }
@@ -464,7 +469,35 @@ musaError_t musaStreamCreateWithPriority(musaStream_t* stream, unsigned flags, i
   if (auto e = record(drv.streamCreate(s.get()))) return e;
   touch(st, t_device);
   *stream = s.release();
+  std::lock_guard<std::mutex> live(st.live_mu);
+  st.live_streams.insert(*stream);
   return musaSuccess;
+}
+
+musaError_t musaStreamCreateFromNative(musaStream_t* stream, void* native) {
+  if (!stream) return fail(musaErrorInvalidValue, "musaStreamCreateFromNative: stream is null");
+  if (!native)
+    return fail(musaErrorInvalidValue,
+                "musaStreamCreateFromNative: the native stream is null; the default stream is "
+                "musaGetDefaultStream's");
+  MUSA_DRIVER_OR_FAIL();
+  if (auto e = checkDevice(st, t_device)) return e;
+  auto s = std::make_unique<MUstream_st>();
+  s->device = physical(st, t_device);
+  if (auto e = record(drv.streamWrap(s.get(), native))) return e;
+  touch(st, t_device);
+  *stream = s.release();
+  std::lock_guard<std::mutex> live(st.live_mu);
+  st.live_streams.insert(*stream);
+  return musaSuccess;
+}
+
+musaError_t musaStreamValidate(musaStream_t stream) {
+  if (!stream) return musaSuccess;  // the current device's default stream
+  MUSA_DRIVER_OR_FAIL();
+  std::lock_guard<std::mutex> live(st.live_mu);
+  if (st.live_streams.count(stream)) return musaSuccess;
+  return fail(musaErrorInvalidResourceHandle, "not a live musa stream of this runtime");
 }
 
 musaError_t musaStreamDestroy(musaStream_t stream) {
@@ -472,6 +505,10 @@ musaError_t musaStreamDestroy(musaStream_t stream) {
   if (stream->is_default) return fail(musaErrorInvalidResourceHandle, "cannot destroy a default stream");
   MUSA_DRIVER_OR_FAIL();
   if (auto e = record(drv.streamDestroy(stream))) return e;
+  {
+    std::lock_guard<std::mutex> live(st.live_mu);
+    st.live_streams.erase(stream);
+  }
   delete stream;
   return musaSuccess;
 }

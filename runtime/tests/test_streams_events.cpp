@@ -35,6 +35,29 @@ TEST_F(StreamTest, CreateQuerySynchronizeDestroy) {
   EXPECT_EQ(musaStreamCreate(nullptr), musaErrorInvalidValue);
 }
 
+TEST_F(StreamTest, ValidateKnowsLiveStreamsOnly) {
+  musaStream_t s = nullptr;
+  ASSERT_MUSA(musaStreamCreate(&s));
+  EXPECT_EQ(musaStreamValidate(s), musaSuccess);
+  EXPECT_EQ(musaStreamValidate(nullptr), musaSuccess) << "null is the default stream";
+  musaStream_t def = nullptr;
+  ASSERT_MUSA(musaGetDefaultStream(0, &def));
+  EXPECT_EQ(musaStreamValidate(def), musaSuccess);
+  int not_a_stream = 0;
+  EXPECT_EQ(musaStreamValidate(reinterpret_cast<musaStream_t>(&not_a_stream)), musaErrorInvalidResourceHandle);
+  ASSERT_MUSA(musaStreamDestroy(s));
+  EXPECT_EQ(musaStreamValidate(s), musaErrorInvalidResourceHandle) << "destroyed";
+}
+
+TEST_F(StreamTest, HostDriverHasNoNativeStreamsToWrap) {
+  musaStream_t s = nullptr;
+  int native = 0;
+  EXPECT_EQ(musaStreamCreateFromNative(&s, &native), musaErrorNotSupported);
+  EXPECT_NE(std::string(musaGetLastErrorMessage()).find("musaStreamCreate"), std::string::npos);
+  EXPECT_EQ(musaStreamCreateFromNative(&s, nullptr), musaErrorInvalidValue);
+  EXPECT_EQ(musaStreamCreateFromNative(nullptr, &native), musaErrorInvalidValue);
+}
+
 TEST_F(StreamTest, PriorityIsClampedToRange) {
   int least = 0, greatest = 0;
   ASSERT_MUSA(musaDeviceGetStreamPriorityRange(&least, &greatest));

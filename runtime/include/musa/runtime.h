@@ -160,6 +160,13 @@ musaError_t musaStreamGetDevice(musaStream_t stream, int* device);
 musaError_t musaGetDefaultStream(int device, musaStream_t* stream);
 // The driver's native handle (a cudaStream_t for the cuda driver, null for host).
 musaError_t musaStreamGetNativeHandle(musaStream_t stream, void** handle);
+// A musa stream over a native stream of the current device that the caller created and keeps
+// owning (a cudaStream_t on the cuda driver; the host driver has none: musaErrorNotSupported).
+// Destroying the musa stream leaves the native one alone.
+musaError_t musaStreamCreateFromNative(musaStream_t* stream, void* native);
+// musaSuccess if `stream` is a live stream of this runtime (created, not yet destroyed, or a
+// default stream), musaErrorInvalidResourceHandle otherwise. It never dereferences `stream`.
+musaError_t musaStreamValidate(musaStream_t stream);
 
 // Enqueues a host function as a task on the stream (CUDA's cudaLaunchHostFunc).
 typedef void (*musaHostFn_t)(void* userData);
