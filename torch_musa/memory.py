@@ -8,6 +8,7 @@ Snapshots (:func:`_snapshot`, :func:`_dump_snapshot`) have torch.cuda's structur
 """
 import collections
 import contextlib
+import os
 import threading
 import pickle
 import sys
@@ -21,7 +22,7 @@ from ._device import _check_index, _index, _lazy_init
 OutOfMemoryError = torch.OutOfMemoryError
 
 __all__ = [
-    "MemPool", "OutOfMemoryError", "caching_allocator_alloc", "caching_allocator_delete", "empty_cache",
+    "MemPool", "MUSAPluggableAllocator", "OutOfMemoryError", "caching_allocator_alloc", "caching_allocator_delete", "empty_cache",
     "get_allocator_backend", "get_per_process_memory_fraction", "max_memory_allocated", "max_memory_cached",
     "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_cached", "memory_reserved",
     "memory_snapshot", "memory_stats", "memory_stats_as_nested_dict", "memory_summary",
@@ -226,18 +227,45 @@ def _save_memory_usage(filename: str = "output.svg", snapshot=None) -> None:
 
 # ---- private pools ----
 
+class MUSAPluggableAllocator:
+    """Allocation functions from a shared library, for a MemPool's segments
+    (torch.cuda.memory.CUDAPluggableAllocator's counterpart)::
+
+        void* alloc(ssize_t size, int device, void* stream);
+        void free(void* ptr, ssize_t size, int device, void* stream);
+
+    ``stream`` is the raw handle ``Stream.musa_stream`` gives. The memory must be musa memory of
+    ``device`` as the driver sees it: ``musaMalloc`` works on both drivers (it is CUDA device memory
+    on the cuda driver, host memory on the host driver).
+    """
+
+    def __init__(self, path_to_so_file: str, alloc_fn_name: str, free_fn_name: str):
+        self._allocator = _C._load_pluggable_allocator(os.fspath(path_to_so_file), alloc_fn_name, free_fn_name)
+
+    def allocator(self):
+        return self._allocator
+
+    def __repr__(self):
+        return f"<torch.musa.memory.MUSAPluggableAllocator {self._allocator.description}>"
+
+
 class MemPool:
     """A private pool of the musa caching allocator (torch.cuda.MemPool's interface).
 
-    Allocations made inside ``use_mem_pool(pool)`` come from, and return to, this pool's segments only.
+    Allocations made inside ``use_mem_pool(pool)`` come from, and return to, this pool's segments
+    only. With ``allocator`` (a MUSAPluggableAllocator, or its ``.allocator()``) the pool's segments
+    come from that allocator's functions and go back to them when the cache is emptied.
     """
 
     def __init__(self, allocator=None, use_on_oom: bool = False, no_split: bool = False):
-        if allocator is not None:
-            raise NotImplementedError("musa MemPool does not take a custom allocator: create it as "
-                                      "torch.musa.MemPool() to use the musa caching allocator")
+        if isinstance(allocator, MUSAPluggableAllocator):
+            allocator = allocator.allocator()
+        if allocator is not None and not isinstance(allocator, _C._MUSAPluggableAllocator):
+            raise TypeError(f"MemPool(allocator=...) takes a torch.musa.memory.MUSAPluggableAllocator, got "
+                            f"{type(allocator).__name__}; a torch.cuda allocator cannot serve musa memory")
         self._device = _device(None)
-        self._id = tuple(_C._mempool_create(self._device))
+        self._allocator = allocator
+        self._id = tuple(_C._mempool_create(self._device, allocator))
 
     @property
     def id(self) -> Tuple[int, int]:
@@ -249,9 +277,9 @@ class MemPool:
 
     @property
     def allocator(self):
-        """The pool's custom allocator: None, the musa caching allocator's own memory (as
-        torch.cuda.MemPool().allocator for a pool made without one)."""
-        return None
+        """The pool's custom allocator (MUSAPluggableAllocator.allocator()), or None for the musa
+        caching allocator's own memory (as torch.cuda.MemPool().allocator for a pool made without one)."""
+        return self._allocator
 
     def use_count(self) -> int:
         return _C._mempool_use_count(self._device, self._id)

@@ -8,6 +8,7 @@
 
 #include "memory/allocator_config.h"
 #include "memory/caching_allocator.h"
+#include "memory/pluggable_allocator.h"
 #include "core/device.h"
 
 namespace py = pybind11;
@@ -218,10 +219,13 @@ void bind_python(py::module& m) {
   m.def("_replace_allocator_settings", [](const std::string& s) { replace_allocator_settings(s); });
   m.def("_allocator_settings", [] { return settings_dict(); });
   m.def("_get_memory_fraction", [](int d) { return get_memory_fraction(dev(d)); });
-  m.def("_mempool_create", [](int d) {
-    auto id = create_pool(dev(d));
+  py::class_<SegmentAllocator, std::shared_ptr<SegmentAllocator>>(m, "_MUSAPluggableAllocator")
+      .def_property_readonly("description", [](const SegmentAllocator& a) { return a.description; });
+  m.def("_load_pluggable_allocator", &load_segment_allocator);
+  m.def("_mempool_create", [](int d, std::shared_ptr<SegmentAllocator> custom) {
+    auto id = create_pool(dev(d), std::move(custom));
     return py::make_tuple(id.first, id.second);
-  });
+  }, py::arg("device"), py::arg("allocator") = nullptr);
   m.def("_mempool_begin", [](int d, py::tuple id) { begin_allocate_to_pool(dev(d), pool_id(id)); });
   m.def("_mempool_end", [](int d, py::tuple id) { end_allocate_to_pool(dev(d), pool_id(id)); });
   m.def("_mempool_release", [](int d, py::tuple id) { release_pool(dev(d), pool_id(id)); });

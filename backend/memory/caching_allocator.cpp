@@ -215,7 +215,9 @@ void raw_delete(void* ptr) {
   detail::delete_block(b);
 }
 
-c10::MempoolId_t create_pool(c10::DeviceIndex d) { return g_allocator.device(d).create_pool(); }
+c10::MempoolId_t create_pool(c10::DeviceIndex d, std::shared_ptr<SegmentAllocator> custom) {
+  return g_allocator.device(d).create_pool(std::move(custom));
+}
 void begin_allocate_to_pool(c10::DeviceIndex d, c10::MempoolId_t id) { g_allocator.device(d).begin_pool(id); }
 void end_allocate_to_pool(c10::DeviceIndex d, c10::MempoolId_t id) { g_allocator.device(d).end_pool(id); }
 void begin_allocate_streams_to_pool(c10::DeviceIndex d, c10::MempoolId_t id, std::function<bool(void*)> on_stream) {

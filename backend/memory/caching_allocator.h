@@ -46,7 +46,9 @@ struct ExtraStats {
 ExtraStats extra_stats(c10::DeviceIndex device);
 
 // ---- private pools (torch.musa.MemPool) ----
-c10::MempoolId_t create_pool(c10::DeviceIndex device);  // use_count 1
+struct SegmentAllocator;
+// use_count 1; with `custom`, the pool's segments come from it (MemPool(allocator=...))
+c10::MempoolId_t create_pool(c10::DeviceIndex device, std::shared_ptr<SegmentAllocator> custom = nullptr);
 void begin_allocate_to_pool(c10::DeviceIndex device, c10::MempoolId_t id);  // current thread
 // Routes allocations made on the streams `on_stream` accepts, from any thread
 // (a graph capture); end with end_allocate_to_pool on the same thread.

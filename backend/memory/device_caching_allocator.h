@@ -22,6 +22,7 @@
 #include "memory/allocator_config.h"
 #include "core/device.h"
 #include "memory/expandable_segment.h"
+#include "memory/pluggable_allocator.h"
 #include "core/musa_check.h"
 #include "core/stream.h"
 
@@ -119,7 +120,8 @@ struct PrivatePool {
   BlockPool small{true, this}, large{false, this};
   int use_count = 1;
   int allocated = 0;
-  explicit PrivatePool(MempoolId_t i) : id(i) {}
+  std::shared_ptr<SegmentAllocator> custom;  // where its segments come from, if not musaMalloc
+  explicit PrivatePool(MempoolId_t i, std::shared_ptr<SegmentAllocator> c = nullptr) : id(i), custom(std::move(c)) {}
 };
 
 inline void update(StatArray& arr, bool small, int64_t delta) {
@@ -285,10 +287,10 @@ class DeviceCachingAllocator {
   }
 
   // ---- private pools ----
-  MempoolId_t create_pool() {
+  MempoolId_t create_pool(std::shared_ptr<SegmentAllocator> custom) {
     std::lock_guard<std::recursive_mutex> lock(mu_);
     MempoolId_t id{0, g_pool_uid++};
-    pools_.emplace(id, std::make_unique<PrivatePool>(id));
+    pools_.emplace(id, std::make_unique<PrivatePool>(id, std::move(custom)));
     return id;
   }
   // The pool `id` (made now, with use count 1, if it does not exist), or one more use of it.
@@ -464,7 +466,13 @@ class DeviceCachingAllocator {
     }
     void* ptr = nullptr;
     DeviceScope scope(device_);
-    if (musaMalloc(&ptr, seg) != musaSuccess) {
+    if (const SegmentAllocator* custom = pool.owner ? pool.owner->custom.get() : nullptr) {
+      ptr = custom->allocate(seg, device_, stream);
+      if (!ptr) {
+        *why = "the MemPool's allocator (" + custom->description + ") returned null";
+        return nullptr;
+      }
+    } else if (musaMalloc(&ptr, seg) != musaSuccess) {
       *why = musaGetLastErrorMessage();
       (void)musaGetLastError();
       return nullptr;
@@ -629,7 +637,8 @@ class DeviceCachingAllocator {
         ++it;
         continue;
       }
-      MUSA_CHECK(musaFree(b->ptr));
+      if (pool.owner && pool.owner->custom) pool.owner->custom->release(b->ptr, b->size, device_, b->stream);
+      else MUSA_CHECK(musaFree(b->ptr));
       stats_.num_device_free++;
       update(stats_.segment, pool.is_small, -1);
       add_reserved(pool, -static_cast<int64_t>(b->size));
