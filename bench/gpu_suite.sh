@@ -73,7 +73,8 @@ if has optim; then
   # torch_musa.optim on the cuda driver, then FusedAdamW against foreach and native fused AdamW.
   t0=$SECONDS
   timeout ${OPTIM_TIMEOUT:-200} python3 -m pytest tests/optim tests/core/test_cuda_api_parity.py tests/ops/test_dtype_widening.py \
-    tests/core/test_multiprocessing.py tests/ops/test_cuda_driver_reports.py -q -rs -p no:cacheprovider --timeout=150 >"$OUT/optim.log" 2>&1
+    tests/core/test_multiprocessing.py tests/ops/test_cuda_driver_reports.py tests/core/test_external_stream.py \
+    tests/memory/test_pluggable_allocator.py tests/memory/test_mempool_context.py tests/ops/test_op_layer.py -q -rs -p no:cacheprovider --timeout=150 >"$OUT/optim.log" 2>&1
   summary+=("optim/API/widening (cuda driver): $(tail -1 "$OUT/optim.log") ($((SECONDS - t0)) s)")
   timeout ${OPTIM_BENCH_TIMEOUT:-300} python3 bench/optim_bench.py ${OPTIM_BENCH_ARGS:-} 2>&1 | tee "$OUT/optim_bench.log" | tail -8
 fi
