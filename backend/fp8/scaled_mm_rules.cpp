@@ -60,7 +60,7 @@ void check(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb,
               " and mat2.dtype=", b.scalar_type());
   TORCH_CHECK(a.size(1) == b.size(0), "mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1),
               " and ", b.size(0), "x", b.size(1), ")");
-  TORCH_CHECK(!(a.scalar_type() == at::kFloat8_e5m2 && b.scalar_type() == at::kFloat8_e5m2),
+  TORCH_CHECK_VALUE(!(a.scalar_type() == at::kFloat8_e5m2 && b.scalar_type() == at::kFloat8_e5m2),  // (ValueError, as CUDA's)
               "Multiplication of two Float8_e5m2 matrices is not supported");
   // cuBLASLt's wording, with which operand is wrong and how to fix it.
   TORCH_CHECK(row_major(a) || has_zero_dim(a), "Only multiplication of row-major and column-major matrices is "

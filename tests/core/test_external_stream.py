@@ -93,9 +93,13 @@ def test_a_cuda_stream_becomes_a_musa_stream_whose_work_lands_on_it():
     x = x_cpu.musa()
     ext.wait_stream(torch.musa.current_stream())
     with torch.musa.stream(ext):
-        torch.musa._sleep(200_000_000)  # holds the CUDA stream back
+        del_me = torch.sin(x) * 2  # warms ext's cached blocks: no allocation (and sync) below
+    del del_me
+    with torch.cuda.stream(cs):
+        torch.cuda._sleep(1_000_000_000)  # the caller's CUDA stream is busy for a while
+    with torch.musa.stream(ext):
         y = torch.sin(x) * 2
-    assert not cs.query()  # the musa work sits on the caller's CUDA stream
+    assert not ext.query()  # musa's stream is the caller's: its work queues behind the sleep
     cs.synchronize()
     assert ext.query()
     torch.musa.current_stream().wait_stream(ext)

@@ -137,8 +137,9 @@ def test_long_tensor_lists_with_shared_storages_and_repeats_match_cpu():
     rows = lambda base: [base[i] for i in range(0, 200, 2)]  # 100 views of one storage
     for _ in range(2):
         lhs_c, lhs_m = rows(base_c) + own_c, rows(base_m) + own_m
-        rhs_c = [t * 0.5 for t in rows(base_c)[::-1]] + own_c[::-1]
-        rhs_m = [t * 0.5 for t in rows(base_m)[::-1]] + own_m[::-1]
+        # (the other list must not alias the written one: CPU and CUDA kernels order such overlaps differently)
+        rhs_c = [t * 0.5 for t in rows(base_c)[::-1]] + [t * 1.0 for t in own_c[::-1]]
+        rhs_m = [t * 0.5 for t in rows(base_m)[::-1]] + [t * 1.0 for t in own_m[::-1]]
         torch._foreach_add_(lhs_c, rhs_c, alpha=0.25)
         torch._foreach_add_(lhs_m, rhs_m, alpha=0.25)
         torch.testing.assert_close(base_m.cpu(), base_c)
