@@ -76,7 +76,7 @@ if has optim; then
     tests/core/test_multiprocessing.py tests/ops/test_cuda_driver_reports.py tests/core/test_external_stream.py \
     tests/memory/test_pluggable_allocator.py tests/memory/test_mempool_context.py tests/ops/test_op_layer.py -q -rs -p no:cacheprovider --timeout=150 >"$OUT/optim.log" 2>&1
   summary+=("optim/API/widening (cuda driver): $(tail -1 "$OUT/optim.log") ($((SECONDS - t0)) s)")
-  timeout ${OPTIM_BENCH_TIMEOUT:-300} python3 bench/optim_bench.py ${OPTIM_BENCH_ARGS:-} 2>&1 | tee "$OUT/optim_bench.log" | tail -8
+  timeout ${OPTIM_BENCH_TIMEOUT:-300} python3 bench/optim_bench.py ${OPTIM_BENCH_ARGS:-} 2>&1 | tee "$OUT/optim_bench.log" | tail -10
 fi
 if has fp8; then
   # FP8 on the cuda driver (Triton fused casts, cuBLASLt _scaled_mm, the recipe, FSDP2 at world 1),
@@ -104,10 +104,10 @@ if has opinfo; then
   summary+=("opinfo (cuda driver): $(grep -iE 'pass rate|pass ' "$OUT/opinfo.log" | tail -2 | tr '\n' ' ') ($((SECONDS - t0)) s)")
 fi
 if has bench; then
-  timeout ${BENCH_TIMEOUT:-400} python3 bench/gpu_bench.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -8
+  timeout ${BENCH_TIMEOUT:-400} python3 bench/gpu_bench.py ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -10
 fi
 if has overhead; then
-  timeout ${OVERHEAD_TIMEOUT:-120} python3 bench/op_overhead.py ${OVERHEAD_ARGS:-} 2>&1 | tee "$OUT/overhead.log" | tail -8
+  timeout ${OVERHEAD_TIMEOUT:-120} python3 bench/op_overhead.py ${OVERHEAD_ARGS:-} 2>&1 | tee "$OUT/overhead.log" | tail -10
 fi
 if has alloc; then
   timeout ${ALLOC_TIMEOUT:-200} python3 bench/alloc_bench.py --quick 2>&1 | tee "$OUT/alloc.log" | tail -12

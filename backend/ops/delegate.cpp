@@ -88,18 +88,18 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
 c10::IValue map_tensors(const c10::IValue& v, c10::function_ref<at::Tensor(const at::Tensor&)> fn) {
   if (v.isTensor()) return fn(v.toTensor());
   if (v.isTensorList()) {
-    auto list = v.toTensorList();
+    auto list = elements(v);
     c10::List<at::Tensor> out;
     out.reserve(list.size());
-    for (const at::Tensor& t : list) out.push_back(fn(t));
+    for (const c10::IValue& t : list) out.push_back(fn(t.toTensor()));
     return out;
   }
   if (v.isList()) {
-    auto list = v.toList();
+    auto list = elements(v);
     bool any = false;
     for (const c10::IValue& e : list) any |= e.isTensor();
     if (!any) return v;
-    c10::impl::GenericList out(list.elementType());
+    c10::impl::GenericList out(v.toList().elementType());
     out.reserve(list.size());
     for (const c10::IValue& e : list) out.push_back(e.isTensor() ? c10::IValue(fn(e.toTensor())) : e);
     return out;
@@ -199,10 +199,10 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     if (v.isTensor()) {
       call.note_device(v.toTensor(), name, traits.is_cpu_side(i));
     } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList()) call.note_device(t, name, false);
-      listed += v.toTensorList().size();
+      for (const c10::IValue& t : elements(v)) call.note_device(t.toTensor(), name, false);
+      listed += elements(v).size();
     } else if (v.isList()) {
-      for (const c10::IValue& e : v.toList())
+      for (const c10::IValue& e : elements(v))
         if (e.isTensor()) call.note_device(e.toTensor(), name, traits.allows_cpu_indices);
     }
   }

@@ -52,6 +52,12 @@ const OpTraits& traits_of(const c10::OperatorHandle& op);
 [[noreturn]] void device_mismatch(const c10::OperatorHandle& op, const c10::Device& a, const c10::Device& b,
                                   const std::string& arg);
 
+// The elements of a list IValue, borrowed. Iterating a c10::List copies each
+// element, and copying a musa tensor that has a Python object reaches that
+// object's reference count (taking the GIL): per element of a long list, that
+// was a large share of a foreach or fused-optimizer call.
+inline c10::ArrayRef<c10::IValue> elements(const c10::IValue& list) { return list.toListRef(); }
+
 // Applies `fn` to every tensor in an argument or result: a tensor, a tensor
 // list, or a list of optional tensors (index lists). Other values pass through.
 c10::IValue map_tensors(const c10::IValue& v, c10::function_ref<at::Tensor(const at::Tensor&)> fn);
@@ -247,7 +253,7 @@ class Delegation {
       const auto& v = originals[idx];
       if (v.isTensor()) sync_tensor(v.toTensor());
       else if (v.isTensorList())
-        for (const at::Tensor& t : v.toTensorList()) sync_tensor(t);
+        for (const c10::IValue& t : elements(v)) sync_tensor(t.toTensor());
     }
   }
 

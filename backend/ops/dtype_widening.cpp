@@ -24,9 +24,9 @@ void for_each_tensor(const c10::IValue& v, c10::function_ref<void(const at::Tens
   if (v.isTensor()) {
     fn(v.toTensor());
   } else if (v.isTensorList()) {
-    for (const at::Tensor& t : v.toTensorList()) fn(t);
+    for (const c10::IValue& t : op_layer::elements(v)) fn(t.toTensor());
   } else if (v.isList()) {
-    for (const c10::IValue& e : v.toList())
+    for (const c10::IValue& e : op_layer::elements(v))
       if (e.isTensor()) fn(e.toTensor());
   }
 }
