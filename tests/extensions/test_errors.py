@@ -10,10 +10,10 @@ def _host():
 
 def test_too_many_threads_per_block(ext):
     x = torch.randn(4, 100, device="musa")
-    with pytest.raises(RuntimeError, match=r"invalid configuration argument") as info:
+    with pytest.raises(RuntimeError, match=r"invalid argument") as info:  # what the H200 (CUDA 13) says
         ext.row_sum(x, 2048, 0)
     if _host():
-        assert "musaErrorInvalidConfiguration" in str(info.value)
+        assert "musaErrorInvalidValue" in str(info.value)
         assert "kernel 'row_sum_kernel'" in str(info.value) and "2048 threads per block" in str(info.value)
     torch.testing.assert_close(ext.row_sum(x, 128, 0), x.sum(1), rtol=1e-5, atol=1e-4)  # still usable
 

@@ -481,8 +481,9 @@ inline bool validate(const LaunchConfig& c, const char* name) {
   const uint64_t threads = uint64_t(b.x) * b.y * b.z;
   if (threads == 0 || g.x == 0 || g.y == 0 || g.z == 0)
     return bad(musaErrorInvalidConfiguration, "a grid or block dimension is zero");
+  // (An H200 under CUDA 13 reports an oversized block as cudaErrorInvalidValue, measured.)
   if (b.x > 1024 || b.y > 1024 || b.z > 64 || threads > kMaxThreadsPerBlock)
-    return bad(musaErrorInvalidConfiguration,
+    return bad(musaErrorInvalidValue,
                std::to_string(threads) + " threads per block; the device allows at most " +
                    std::to_string(kMaxThreadsPerBlock) + " (x, y <= 1024, z <= 64)");
   if (g.x > 2147483647u || g.y > 65535 || g.z > 65535)
