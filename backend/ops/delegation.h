@@ -219,7 +219,7 @@ class Delegation {
       return t;
     }
     if (ptrdiff_t i = tensor_of_musa(t.unsafeGetTensorImpl()); i >= 0) return tensors_[i].alias;
-    at::Tensor* cached = storage_aliased(t.storage()) ? nullptr : alias_cache().find(t, kd_.dispatch_key());
+    at::Tensor* cached = storage_aliased(t.storage()) ? nullptr : cache_.find(t, kd_.dispatch_key());
     if (cached) {  // (one alias storage per musa storage within a call, so a view shares it)
       const c10::Storage& s = cached->storage();
       storages_.push_back({t.storage(), s, s.data()});
@@ -229,7 +229,7 @@ class Delegation {
     size_t si = alias_storage_index(t.storage());
     at::Tensor a = tensor_over(storages_[si].alias, t, kd_.dispatch_key());
     tensors_.push_back({a, t.unsafeGetTensorImpl(), si});
-    alias_cache().put(t, a);
+    cache_.put(t, a);
     return a;
   }
 
@@ -431,6 +431,7 @@ class Delegation {
 
   const c10::OperatorHandle& op_;
   KernelDevice& kd_;
+  AliasCache& cache_ = alias_cache();  // (one thread-local lookup per call, not per tensor)
   c10::Device first_{kMusa, 0};
   // Small inline vectors: most ops touch a handful of tensors, and heap
   // allocations here are a measurable share of a small op's cost.
