@@ -218,15 +218,19 @@ class Delegation {
         return t.to(kd_.device_for(device));
       return t;
     }
-    if (ptrdiff_t i = tensor_of_musa(t.unsafeGetTensorImpl()); i >= 0) return tensors_[i].alias;
-    at::Tensor* cached = storage_aliased(t.storage()) ? nullptr : cache_.find(t, kd_.dispatch_key());
+    // A storage only `t` references (use count 1) is in no entry of this call yet (an entry holds
+    // a reference), and neither is `t`: the lookups are skipped, as for most parameters.
+    const bool sole = t.storage().use_count() == 1;
+    if (!sole)
+      if (ptrdiff_t i = tensor_of_musa(t.unsafeGetTensorImpl()); i >= 0) return tensors_[i].alias;
+    at::Tensor* cached = !sole && storage_aliased(t.storage()) ? nullptr : cache_.find(t, kd_.dispatch_key());
     if (cached) {  // (one alias storage per musa storage within a call, so a view shares it)
       const c10::Storage& s = cached->storage();
       storages_.push_back({t.storage(), s, s.data()});
       tensors_.push_back({*cached, t.unsafeGetTensorImpl(), storages_.size() - 1});
       return *cached;
     }
-    size_t si = alias_storage_index(t.storage());
+    size_t si = sole ? new_storage_alias(t.storage()) : alias_storage_index(t.storage());
     at::Tensor a = tensor_over(storages_[si].alias, t, kd_.dispatch_key());
     tensors_.push_back({a, t.unsafeGetTensorImpl(), si});
     cache_.put(t, a);
@@ -284,7 +288,9 @@ class Delegation {
 
   size_t alias_storage_index(const c10::Storage& s) {
     ptrdiff_t i = storage_of_musa(s.unsafeGetStorageImpl());
-    if (i >= 0) return static_cast<size_t>(i);
+    return i >= 0 ? static_cast<size_t>(i) : new_storage_alias(s);
+  }
+  size_t new_storage_alias(const c10::Storage& s) {
     storages_.push_back({s, kd_.alias_storage(s), s.unsafeGetStorageImpl()->data_ptr().get()});
     return storages_.size() - 1;
   }
