@@ -1,6 +1,7 @@
 // The op layer's fast path for the commonest op shapes: ops taking tensors
-// and scalars (mul, add, where, addcmul, mm, addmm...) and the in-place forms
-// of the pointwise ones.
+// and scalars (mul, add, where, addcmul, mm, addmm...), the in-place forms
+// of the pointwise ones, and the fused optimizer steps with the foreach op
+// they run beside (hundreds of tensors a call, in lists).
 //
 // The boxed fallback pays for boxing: the dispatcher copies every argument
 // into a stack, and copying a musa tensor that has a Python object attaches
@@ -42,9 +43,21 @@ template <>
 struct Forwarded<at::Tensor&> {
   using type = at::Tensor;
 };
+template <>
+struct Forwarded<at::TensorList> {
+  using type = std::vector<at::Tensor>;
+};
+template <>
+struct Forwarded<const std::optional<at::Tensor>&> {
+  using type = std::optional<at::Tensor>;
+};
 
 template <class T>
 constexpr bool is_tensor_v = std::is_same_v<std::decay_t<T>, at::Tensor>;
+template <class T>
+constexpr bool is_list_v = std::is_same_v<std::decay_t<T>, at::TensorList>;
+template <class T>
+constexpr bool is_optional_tensor_v = std::is_same_v<std::decay_t<T>, std::optional<at::Tensor>>;
 
 template <class FuncType>
 class UnboxedDelegate;
@@ -52,6 +65,9 @@ class UnboxedDelegate;
 template <class Ret, class... Args>
 class UnboxedDelegate<Ret(Args...)> {
   static constexpr bool kInPlace = std::is_same_v<Ret, at::Tensor&>;
+  // Ops returning nothing update their list arguments in place, without resizing them (the
+  // foreach and fused-optimizer ops): their aliases and the musa tensors stay alike.
+  static constexpr bool kVoid = std::is_void_v<Ret>;
 
  public:
   explicit UnboxedDelegate(const c10::OperatorHandle& op) : op_(op), typed_(op.typed<Ret(Args...)>()) {}
@@ -68,23 +84,30 @@ class UnboxedDelegate<Ret(Args...)> {
     size_t i = 0;
     (note(call, args, schema_args[i++].name()), ...);
     call.check_mixing();
+    if (const size_t listed = (list_size(args) + ... + size_t{0})) call.expect(listed + sizeof...(Args));
     if (call.device < 0) call.device = current_device();
     std::tuple<typename Forwarded<Args>::type...> forwarded{forward_arg(call, args)...};
 
-    std::optional<std::conditional_t<kInPlace, at::Tensor*, at::Tensor>> result;
+    using Result = std::conditional_t<kVoid, bool, std::conditional_t<kInPlace, at::Tensor*, at::Tensor>>;
+    std::optional<Result> result;
     try {
       KernelScope scope(kd, call.device);
       KernelDeviceCallGuard below_musa;
       kd.launch(
           call.device,
           [&] {
-            decltype(auto) r = std::apply(
-                [&](auto&... a) -> Ret { return typed_.redispatch(c10::DispatchKeySet(kd.dispatch_key()), a...); },
-                forwarded);
-            if constexpr (kInPlace) {
-              result = &r;
+            auto redispatch = [&](auto&... a) -> Ret {
+              return typed_.redispatch(c10::DispatchKeySet(kd.dispatch_key()), a...);
+            };
+            if constexpr (kVoid) {
+              std::apply(redispatch, forwarded);
             } else {
-              result = std::move(r);
+              decltype(auto) r = std::apply(redispatch, forwarded);
+              if constexpr (kInPlace) {
+                result = &r;
+              } else {
+                result = std::move(r);
+              }
             }
           },
           op_.schema().name().c_str());
@@ -98,7 +121,9 @@ class UnboxedDelegate<Ret(Args...)> {
       }
       return boxed(ks, args...);
     }
-    if constexpr (kInPlace) {
+    if constexpr (kVoid) {
+      return;
+    } else if constexpr (kInPlace) {
       at::Tensor& self = first_arg(args...);
       call.sync_in_place(self);
       return self;
@@ -110,13 +135,38 @@ class UnboxedDelegate<Ret(Args...)> {
  private:
   template <class T>
   static void note(Delegation& call, const T& v, const std::string& name) {
-    if constexpr (is_tensor_v<T>) call.note_device(v, name, false);
+    if constexpr (is_tensor_v<T>) {
+      call.note_device(v, name, false);
+    } else if constexpr (is_list_v<T>) {
+      for (const at::Tensor& t : v) call.note_device(t, name, false);
+    } else if constexpr (is_optional_tensor_v<T>) {
+      if (v) call.note_device(*v, name, false);
+    }
   }
 
   template <class T>
-  static auto forward_arg(Delegation& call, T& v) -> std::conditional_t<is_tensor_v<T>, at::Tensor, T&> {
+  static size_t list_size(const T& v) {
+    if constexpr (is_list_v<T>) {
+      return v.size();
+    } else {
+      return 0;
+    }
+  }
+
+  template <class T>
+  static auto forward_arg(Delegation& call, T& v)
+      -> std::conditional_t<is_tensor_v<T>, at::Tensor,
+                            std::conditional_t<is_list_v<T>, std::vector<at::Tensor>,
+                                               std::conditional_t<is_optional_tensor_v<T>, std::optional<at::Tensor>, T&>>> {
     if constexpr (is_tensor_v<T>) {
       return call.alias(v);
+    } else if constexpr (is_list_v<T>) {
+      std::vector<at::Tensor> aliases;
+      aliases.reserve(v.size());
+      for (const at::Tensor& t : v) aliases.push_back(call.alias(t));  // (borrowed: no musa tensor copied)
+      return aliases;
+    } else if constexpr (is_optional_tensor_v<T>) {
+      return v ? std::optional<at::Tensor>(call.alias(*v)) : std::nullopt;
     } else {
       return v;
     }
@@ -132,7 +182,9 @@ class UnboxedDelegate<Ret(Args...)> {
     stack.reserve(sizeof...(Args));
     (stack.emplace_back(args), ...);
     boxed_delegate(op_, ks, &stack);
-    if constexpr (kInPlace) {
+    if constexpr (kVoid) {
+      return;
+    } else if constexpr (kInPlace) {
       return first_arg(args...);
     } else {
       return std::move(stack.back()).toTensor();
@@ -184,12 +236,21 @@ bool register_as(torch::Library& lib, const c10::OperatorHandle& op, const std::
 using T = const at::Tensor&;
 using W = at::Tensor&;
 using S = const c10::Scalar&;
+using L = at::TensorList;
+using OT = const std::optional<at::Tensor>&;
 
 }  // namespace
 
 bool delegate_unboxed(torch::Library& lib, const c10::OperatorHandle& op, const std::string& qualified) {
   // Random ops keep the boxed path, which seeds the kernel device's generator.
   if (op.hasTag(at::Tag::nondeterministic_seeded)) return false;
+  // The fused optimizer steps (lr as a float), and the foreach add that bumps their step counts.
+  const std::string& name = op.schema().name();
+  const std::string& overload = op.schema().overload_name();
+  if ((name == "aten::_fused_adamw_" || name == "aten::_fused_adam_") && overload.empty())
+    return register_as<void(L, L, L, L, L, L, double, double, double, double, double, bool, bool, OT, OT)>(
+        lib, op, qualified);
+  if (name == "aten::_foreach_add_" && overload == "Scalar") return register_as<void(L, S)>(lib, op, qualified);
   const std::string shape = shape_of(op.schema());
   if (shape.empty()) return false;
   // Functional ops never touch their arguments. In-place ones are taken only

@@ -162,6 +162,15 @@ def test_long_tensor_lists_with_shared_storages_and_repeats_match_cpu():
                                 eps=1e-8, amsgrad=False, maximize=False)
     for a, b in zip(params_m + state_m[0] + state_m[1], params_c + state_c[0] + state_c[1]):
         torch.testing.assert_close(a.cpu(), b)
+    # Adam with GradScaler's optional tensors (the unboxed path's Tensor? arguments)
+    scale_c, inf_c = torch.tensor(4.0), torch.tensor(0.0)
+    scale_m, inf_m = scale_c.musa(), inf_c.musa()
+    torch._fused_adam_(params_c, grads_c, *state_c, [], steps_c, lr=1e-2, beta1=0.9, beta2=0.99, weight_decay=0.0,
+                       eps=1e-8, amsgrad=False, maximize=True, grad_scale=scale_c, found_inf=inf_c)
+    torch._fused_adam_(params_m, grads_m, *state_m, [], steps_m, lr=1e-2, beta1=0.9, beta2=0.99, weight_decay=0.0,
+                       eps=1e-8, amsgrad=False, maximize=True, grad_scale=scale_m, found_inf=inf_m)
+    for a, b in zip(params_m + state_m[0], params_c + state_c[0]):
+        torch.testing.assert_close(a.cpu(), b)
 
 
 def test_lent_block_freed_by_another_thread_is_freed_when_the_op_ends():
