@@ -3,6 +3,7 @@
 #include <array>
 #include <atomic>
 #include <deque>
+#include <string>
 #include <mutex>
 #include <vector>
 
@@ -134,12 +135,14 @@ c10::Stream external_stream(c10::DeviceIndex device, void* raw) {
   } else {
     DeviceScope scope(device);
     musaError_t err = musaStreamCreateFromNative(&s, raw);
+    std::string why = err == musaSuccess ? "" : musaGetLastErrorMessage();
+    (void)musaGetLastError();  // handled here: later musaGetLastError calls must not see it
     if (err == musaErrorNotSupported)
       TORCH_CHECK(false, "ExternalStream: ", reinterpret_cast<uintptr_t>(raw),
                   " is not a live musa stream handle. On the host driver pass a musaStream_t made by "
                   "musaStreamCreate (or Stream.musa_stream), and keep that stream alive while it is used");
     TORCH_CHECK(err == musaSuccess, "ExternalStream: cannot wrap the stream handle ", reinterpret_cast<uintptr_t>(raw),
-                " (", musaGetLastErrorMessage(), "): pass a live stream of musa device ", static_cast<int>(device),
+                " (", why, "): pass a live stream of musa device ", static_cast<int>(device),
                 " (Stream.musa_stream, or a cudaStream_t of its GPU on the cuda driver)");
   }
   p.external.emplace_back(raw, s);

@@ -470,6 +470,7 @@ class DeviceCachingAllocator {
       ptr = custom->allocate(seg, device_, stream);
       if (!ptr) {
         *why = "the MemPool's allocator (" + custom->description + ") returned null";
+        (void)musaGetLastError();  // handled (an OutOfMemoryError follows), as a failed musaMalloc is
         return nullptr;
       }
     } else if (musaMalloc(&ptr, seg) != musaSuccess) {

@@ -496,8 +496,8 @@ musaError_t musaStreamValidate(musaStream_t stream) {
   if (!stream) return musaSuccess;  // the current device's default stream
   MUSA_DRIVER_OR_FAIL();
   std::lock_guard<std::mutex> live(st.live_mu);
-  if (st.live_streams.count(stream)) return musaSuccess;
-  return fail(musaErrorInvalidResourceHandle, "not a live musa stream of this runtime");
+  // (A query, like musaStreamQuery's NotReady: the answer is not recorded as the last error.)
+  return st.live_streams.count(stream) ? musaSuccess : musaErrorInvalidResourceHandle;
 }
 
 musaError_t musaStreamDestroy(musaStream_t stream) {

@@ -18,6 +18,7 @@ class RuntimeStreams:
         self._create.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint, ctypes.c_int]
         self._destroy = lib._Z17musaStreamDestroyP11MUstream_st
         self._destroy.argtypes = [ctypes.c_void_p]
+        self.last_error = lib._Z16musaGetLastErrorv  # what a library's next launch check would see
 
     def create(self, priority=0):
         handle = ctypes.c_void_p()
@@ -80,6 +81,7 @@ def test_bad_handles_are_refused_with_the_way_out():
         bogus = ctypes.c_int(7)
         with pytest.raises(RuntimeError, match="not a live musa stream handle"):
             torch.musa.ExternalStream(ctypes.addressof(bogus))
+    assert RuntimeStreams().last_error() == 0  # the refusals left no error behind for others to find
     assert (torch.ones(3, device="musa") + 1).sum().item() == 6  # still usable
 
 

@@ -165,7 +165,8 @@ musaError_t musaStreamGetNativeHandle(musaStream_t stream, void** handle);
 // Destroying the musa stream leaves the native one alone.
 musaError_t musaStreamCreateFromNative(musaStream_t* stream, void* native);
 // musaSuccess if `stream` is a live stream of this runtime (created, not yet destroyed, or a
-// default stream), musaErrorInvalidResourceHandle otherwise. It never dereferences `stream`.
+// default stream), musaErrorInvalidResourceHandle otherwise (not recorded as the last error). It
+// never dereferences `stream`.
 musaError_t musaStreamValidate(musaStream_t stream);
 
 // Enqueues a host function as a task on the stream (CUDA's cudaLaunchHostFunc).
