@@ -86,7 +86,7 @@ class UnboxedDelegate<Ret(Args...)> {
     call.check_mixing();
     if (const size_t listed = (list_size(args) + ... + size_t{0})) call.expect(listed + sizeof...(Args));
     if (call.device < 0) call.device = current_device();
-    std::tuple<typename Forwarded<Args>::type...> forwarded{forward_arg(call, args)...};
+    std::tuple<typename Forwarded<Args>::type...> forwarded{forward_arg<Args>(call, args)...};
 
     using Result = std::conditional_t<kVoid, bool, std::conditional_t<kInPlace, at::Tensor*, at::Tensor>>;
     std::optional<Result> result;
@@ -153,19 +153,17 @@ class UnboxedDelegate<Ret(Args...)> {
     }
   }
 
-  template <class T>
-  static auto forward_arg(Delegation& call, T& v)
-      -> std::conditional_t<is_tensor_v<T>, at::Tensor,
-                            std::conditional_t<is_list_v<T>, std::vector<at::Tensor>,
-                                               std::conditional_t<is_optional_tensor_v<T>, std::optional<at::Tensor>, T&>>> {
-    if constexpr (is_tensor_v<T>) {
+  // Parameter type A's argument as the kernel device takes it (Forwarded<A>).
+  template <class A>
+  static typename Forwarded<A>::type forward_arg(Delegation& call, std::remove_reference_t<A>& v) {
+    if constexpr (is_tensor_v<A>) {
       return call.alias(v);
-    } else if constexpr (is_list_v<T>) {
+    } else if constexpr (is_list_v<A>) {
       std::vector<at::Tensor> aliases;
       aliases.reserve(v.size());
       for (const at::Tensor& t : v) aliases.push_back(call.alias(t));  // (borrowed: no musa tensor copied)
       return aliases;
-    } else if constexpr (is_optional_tensor_v<T>) {
+    } else if constexpr (is_optional_tensor_v<A>) {
       return v ? std::optional<at::Tensor>(call.alias(*v)) : std::nullopt;
     } else {
       return v;
