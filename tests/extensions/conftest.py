@@ -1,12 +1,20 @@
 """Builds for the extension tests, started once per session and overlapped.
 
 Each build has one slow translation unit (torch's headers) that uses one core, so the
-setup.py builds run in background processes while the load_inline build runs here.
+builds run as background processes (setup.py for the corpus and the converted CUDA
+extension, load_inline in `build_inline.py`) while the tests that need none run.
 Builds live in a cache keyed on everything that goes into them (sources, torch_musa's
 headers and build code, torch, the driver target): an unchanged tree reuses them
 (TORCH_MUSA_EXT_TEST_CACHE, default ~/.cache/torch_musa/ext_tests; 0 disables it).
+A build gets TORCH_MUSA_EXT_BUILD_TIMEOUT seconds (default 900).
+
+A build is a process, never a thread, so one that overruns its time is killed and the
+session still ends (an executor thread stuck in a build keeps pytest from exiting).
+Sessions building the same cache entry take turns on a kernel file lock; whoever holds
+it knows that a torch build lock left in the entry belongs to a killed build, and
+removes it (torch waits on such a file for ever).
 """
-import concurrent.futures
+import fcntl
 import hashlib
 import importlib.util
 import os
@@ -25,6 +33,9 @@ CUDA_CORPUS = REPO / "tests" / "tools" / "corpus" / "cuda_ext"
 
 PKG = REPO / "torch_musa"
 KEEP_CACHE_ENTRIES = 3  # about 50 MB each
+# Each build takes 30-60 s on 2 cores with a cold compiler cache.
+BUILD_TIMEOUT_S = float(os.environ.get("TORCH_MUSA_EXT_BUILD_TIMEOUT", 900))
+LOCK_TIMEOUT_S = 1800
 
 
 def build_key(*parts) -> str:
@@ -34,7 +45,8 @@ def build_key(*parts) -> str:
     from torch_musa.utils.musa_extension import target
 
     h = hashlib.sha256(f"{torch.__version__} {sys.version} {target()}".encode())
-    roots = [*parts, PKG / "include", PKG / "utils" / "musa_extension", PKG / "utils" / "musa_converter.py"]
+    roots = [*parts, PKG / "include", PKG / "utils" / "musa_extension", PKG / "utils" / "musa_converter.py",
+             Path(__file__).parent / "build_inline.py"]
     for root in roots:
         root = Path(root)
         files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
@@ -56,6 +68,36 @@ def cache_root(tmp_path_factory) -> Path:
     return root
 
 
+class EntryLock:
+    """An exclusive flock on a cache entry while its builds run (the kernel drops it
+    with the process, so it is never stale)."""
+
+    def __init__(self, entry: Path):
+        self.fd = os.open(entry / ".building", os.O_CREAT | os.O_RDWR)
+        deadline = time.time() + LOCK_TIMEOUT_S
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self.running = 0
+                return
+            except BlockingIOError:
+                if time.time() > deadline:
+                    os.close(self.fd)
+                    pytest.fail(f"another test session has been building {entry} for {LOCK_TIMEOUT_S} s; "
+                                "wait for it, or point TORCH_MUSA_EXT_TEST_CACHE elsewhere")
+                time.sleep(0.5)
+
+    def build_finished(self):
+        self.running -= 1
+        if self.running == 0:
+            self.release()
+
+    def release(self):
+        if self.fd is not None:
+            os.close(self.fd)  # closing drops the flock
+            self.fd = None
+
+
 def _env():
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -63,14 +105,16 @@ def _env():
     return env
 
 
-class SetupBuild:
-    """`python setup.py build_ext --inplace` of a project copy, in the background
-    (nothing to do when the project's cache entry holds a finished build)."""
+class BackgroundBuild:
+    """A build command run in `project` in the background (nothing to do when the cache
+    entry holds a finished build); `result()` imports the module it made. A failed or
+    overrun build fails every later `result()` at once, with the same message."""
 
-    def __init__(self, project: Path, module: str, prepare):
-        self.project, self.module = project, module
+    def __init__(self, project: Path, module: str, prepare, command, lock: EntryLock):
+        self.project, self.module, self.lock = project, module, lock
         self.log = project / "build.log"
         self.proc = None
+        self.error = None
         self.done = project / "BUILT"
         if self.done.exists():
             return
@@ -78,16 +122,30 @@ class SetupBuild:
         prepare(project)
         self.started = time.time()
         with open(self.log, "w") as log:
-            self.proc = subprocess.Popen([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=project,
-                                         env=_env(), stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(command, cwd=project, env=_env(), stdout=log, stderr=subprocess.STDOUT)
+        lock.running += 1
 
-    def result(self, timeout=900):
-        if self.proc is not None:
-            rc = self.proc.wait(timeout=timeout)
-            text = self.log.read_text()
-            assert rc == 0, f"setup.py build of {self.module} failed:\n{text[-6000:]}"
-            self.done.write_text(f"{time.time() - self.started:.1f} s\n")
+    def wait(self, timeout=BUILD_TIMEOUT_S):
+        if self.error is None and self.proc is not None:
+            try:
+                rc = self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.stop()
+                rc = None
+            text = self.log.read_text()[-6000:]
+            if rc is None:
+                self.error = f"the build of {self.module} did not finish in {timeout} s (killed); its log:\n{text}"
+            elif rc != 0:
+                self.error = f"the build of {self.module} failed (exit {rc}):\n{text}"
+            else:
+                self.done.write_text(f"{time.time() - self.started:.1f} s\n")
             self.proc = None
+            self.lock.build_finished()
+        if self.error is not None:
+            pytest.fail(self.error, pytrace=False)
+
+    def result(self):
+        self.wait()
         os.utime(self.project.parent)
         so = next(self.project.glob(f"{self.module}*.so"))
         spec = importlib.util.spec_from_file_location(self.module, so)
@@ -95,11 +153,11 @@ class SetupBuild:
         spec.loader.exec_module(mod)
         return mod
 
-
     def stop(self):
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+            self.log.write_text(self.log.read_text() + "\n[killed by the test session]\n")
 
 
 def convert_cuda_corpus(dst: Path):
@@ -118,15 +176,23 @@ def convert_cuda_corpus(dst: Path):
 
 @pytest.fixture(scope="session")
 def builds(tmp_path_factory):
-    """Starts every background build of the session; {name: SetupBuild}."""
+    """Starts every background build of the session; {name: BackgroundBuild}."""
     import torch
 
     if not torch.musa.is_available():
         pytest.skip("no musa device")
     root = cache_root(tmp_path_factory) / build_key(CORPUS, CUDA_CORPUS)
     root.mkdir(parents=True, exist_ok=True)
+    lock = EntryLock(root)
+    # Under the lock no build of this entry runs, so a torch build lock (FileBaton) in it
+    # was left by a killed build: remove it, or load_inline would wait on it for ever.
+    for stale in root.glob("*/lock"):
+        stale.unlink()
+    setup_py = [sys.executable, "setup.py", "build_ext", "--inplace"]
     started = {
-        "corpus": SetupBuild(root / "corpus", "musa_corpus_ext", lambda d: shutil.copytree(CORPUS, d)),
+        "corpus": BackgroundBuild(root / "corpus", "musa_corpus_ext", lambda d: shutil.copytree(CORPUS, d), setup_py, lock),
+        "inline": BackgroundBuild(root / "inline", "musa_corpus_inline", lambda d: d.mkdir(),
+                                  [sys.executable, "-m", "tests.extensions.build_inline"], lock),
         "root": root,
     }
     # The converted CUDA extension needs musa-converter, which needs libcst (setup installs it; a
@@ -134,35 +200,22 @@ def builds(tmp_path_factory):
     try:
         import libcst  # noqa: F401
 
-        started["converted"] = SetupBuild(root / "converted_cuda_ext", "corpus_bias_relu", convert_cuda_corpus)
+        started["converted"] = BackgroundBuild(root / "converted_cuda_ext", "corpus_bias_relu", convert_cuda_corpus, setup_py, lock)
     except ImportError as e:
         started["converted"] = None
         started["converted_skip"] = f"musa-converter needs libcst: {e}"
-    # The load_inline build too (its compilers are subprocesses: a thread is enough).
-    started["inline"] = concurrent.futures.ThreadPoolExecutor(1).submit(_inline_build, root)
+    if lock.running == 0:
+        lock.release()  # everything was in the cache
     yield started
-    for b in ("corpus", "converted"):
+    for b in ("corpus", "inline", "converted"):
         if started[b] is not None:
             started[b].stop()
-
-
-def _inline_build(root):
-    from torch_musa.utils.musa_extension import load_inline
-
-    kernels = (CORPUS / "kernels.mu").read_text().replace('#include "corpus_common.muh"',
-                                                            (CORPUS / "corpus_common.muh").read_text().replace("#pragma once", ""))
-    build_dir = root / "inline"
-    build_dir.mkdir(exist_ok=True)
-    return load_inline("musa_corpus_inline", (CORPUS / "bindings.inc").read_text(), musa_sources=kernels,
-                       functions=["axpy", "row_sum", "softmax", "histogram", "vote", "divergent_barrier", "illegal_write", "atomics", "scan",
-                                  "current_stream_handle"],
-                       extra_cflags=["-O2"], build_directory=str(build_dir))
+    lock.release()
 
 
 @pytest.fixture(scope="module", params=["load_inline", "setup_py"])
 def ext(request, builds):
-    if request.param == "load_inline":
-        return builds["inline"].result(timeout=900)
-    if "corpus_mod" not in builds:
-        builds["corpus_mod"] = builds["corpus"].result()
-    return builds["corpus_mod"]
+    name = "inline" if request.param == "load_inline" else "corpus"
+    if f"{name}_mod" not in builds:
+        builds[f"{name}_mod"] = builds[name].result()
+    return builds[f"{name}_mod"]
