@@ -20,7 +20,7 @@ fi
 # Pinned to the installed torch so nothing pulls a second one. (Read from the
 # package metadata: importing torch before numpy is installed warns.)
 TORCH_VERSION=$($PY -c "from importlib.metadata import version; print(version('torch').split('+')[0])")
-$PY -m pip install -q "torch==${TORCH_VERSION}" numpy ninja cmake expecttest pytest libcst tqdm
+$PY -m pip install -q "torch==${TORCH_VERSION}" numpy ninja cmake expecttest pytest pytest-timeout libcst tqdm
 # torchao's float8 training runs on musa too; its interop test needs it (no deps: never a second torch).
 $PY -m pip install -q --no-deps torchao || echo "setup: torchao not installed; its float8 interop test will be skipped"
 $PY -m pip install -q --no-build-isolation -e .
