@@ -82,6 +82,8 @@ from .streams import (  # noqa: E402
     Event, ExternalStream, Stream, StreamContext, _sleep, current_stream, default_stream, set_stream, stream,
 )
 from .graphs import MUSAGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables  # noqa: E402
+from ._graph_lifecycle import *  # noqa: E402,F401,F403  (torch.cuda's graph hooks, torch 2.14+)
+from ._graph_lifecycle import __all__ as _graph_hook_names  # noqa: E402
 from . import _dynamo_musagraphs, _inductor  # noqa: E402  (cheap: they import no torch._dynamo)
 from . import memory  # noqa: E402
 from .memory import (  # noqa: E402
@@ -184,4 +186,5 @@ __all__ = [
     "memory_cached", "max_memory_cached", "memory_snapshot", "memory_stats_as_nested_dict", "reset_max_memory_cached",
     "distributed", "mccl",
     "MUSAGraph", "graph", "graph_pool_handle", "is_current_stream_capturing", "make_graphed_callables",
+    *_graph_hook_names,
 ]

@@ -37,17 +37,13 @@ def check_build():
 
 
 # torch.cuda's graph API that torch 2.14 added and MUSA Graph does not provide yet (conditional
-# nodes, capture/replay hooks, split capture_end, dot and graph-data export), and 2.15's kernel
-# annotations. Using one on musa raises an error naming it; the README's known limits list them.
+# nodes, dot and graph-data export of CUDA's own graph objects), and 2.15's kernel annotations.
+# Using one on musa raises an error naming it; the README's known limits list them. (The
+# lifecycle hooks, retain_object, pools and the split capture_end are provided on every torch.)
 _CUDA_GRAPH_API_SINCE_2_14 = (
-    {"export_dot", "export_graph_data", "register_graph_capture_start_hook", "register_graph_capture_end_hook",
-     "register_graph_instantiate_hook", "register_graph_replay_start_hook", "register_graph_replay_end_hook",
-     "register_graph_destroy_hook"},
+    {"export_dot", "export_graph_data"},
     {"begin_capture_to_if_node", "begin_capture_to_while_node", "end_capture_to_conditional_node",
-     "set_conditional_handle_for_current_node", "capture_end_pre", "capture_end_post",
-     "get_currently_capturing_graph", "pools", "retain_object", "register_capture_start_hook",
-     "register_capture_end_hook", "register_replay_start_hook", "register_replay_end_hook",
-     "register_post_instantiate_hook", "register_destroy_callback"},
+     "set_conditional_handle_for_current_node", "get_currently_capturing_graph"},
     set(),
 )
 _CUDA_GRAPH_PARAMS_SINCE_2_15 = {"annotation_config"}

@@ -18,6 +18,8 @@ module only adds argument checking, documentation and the higher-level tools.
 from __future__ import annotations
 
 import gc
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Optional, Union
 
@@ -25,7 +27,15 @@ import torch
 from torch import Tensor
 from torch.utils import _pytree as pytree
 
-from . import _C, _version_gate
+from . import _C, _graph_lifecycle, _version_gate
+from ._graph_lifecycle import (
+    register_graph_capture_end_hook,
+    register_graph_capture_start_hook,
+    register_graph_destroy_hook,
+    register_graph_instantiate_hook,
+    register_graph_replay_end_hook,
+    register_graph_replay_start_hook,
+)
 
 __all__ = [
     "MUSAGraph",
@@ -33,6 +43,7 @@ __all__ = [
     "graph_pool_handle",
     "is_current_stream_capturing",
     "make_graphed_callables",
+    *_graph_lifecycle.__all__,
 ]
 
 #: An opaque memory-pool token: what :func:`graph_pool_handle` and
@@ -129,9 +140,31 @@ class MUSAGraph(_GraphBase):
             first :meth:`replay` if you did not call it; calling it yourself keeps
             that cost out of the first replay).
 
+    Lifecycle hooks (torch.cuda's, from torch 2.14) run at capture start and end, after
+    instantiation and around each replay; destroy callbacks and retained objects are released
+    when the graph is reset or collected. See :mod:`torch_musa._graph_lifecycle`.
+
     .. warning::
         Beta API, like :class:`torch.cuda.CUDAGraph`; it may change.
     """
+
+    def __init__(self, keep_graph: bool = False):
+        super().__init__(keep_graph)
+        self._keep_graph = keep_graph
+        self._capture_start_hooks: OrderedDict = OrderedDict()
+        self._capture_end_hooks: OrderedDict = OrderedDict()
+        self._post_instantiate_hooks: OrderedDict = OrderedDict()
+        self._replay_start_hooks: OrderedDict = OrderedDict()
+        self._replay_end_hooks: OrderedDict = OrderedDict()
+        self._retained_finalizer = None
+        self._arm_retained()
+
+    def _arm_retained(self) -> None:
+        # The finalizer is bound to the holder, never to self (that would keep the graph alive).
+        self._retained = _graph_lifecycle.RetainedCallbacks()
+        self._retained_finalizer = weakref.finalize(self, self._retained.fire)
+        ids: set = set()  # no kernel annotations on musa: the destroy hooks get an empty set
+        self.register_destroy_callback(lambda: _graph_lifecycle.run_destroy_hooks(ids))
 
     def __getattr__(self, name):
         # Names torch.cuda.CUDAGraph has on newer torches that MUSA Graph lacks: a clear error.
@@ -159,31 +192,132 @@ class MUSAGraph(_GraphBase):
         """
         mode = _check_capture_error_mode(capture_error_mode)
         super().capture_begin(_check_pool(pool), mode)
+        # The capture is live: global hooks first, then this graph's (as instantiate()).
+        _graph_lifecycle.run_global(_graph_lifecycle._capture_start, self)
+        try:
+            _graph_lifecycle.run_own(self._capture_start_hooks, self)
+        except BaseException:
+            self.reset()  # abandons the live capture, so the stream can run and capture again
+            raise
 
     def capture_end(self) -> None:
         """Stop recording on the current stream; afterwards :meth:`replay` may be called.
 
         Raises when the capture was invalidated (for example by a capture-unsafe
         call inside it). Usually called for you by :class:`torch.musa.graph`.
+        Capture-end hooks run once the capture has ended, before instantiation.
         """
-        super().capture_end()
+        self.capture_end_pre()
+        # A hook's error propagates and leaves the capture unfinalized (reset() clears it).
+        _graph_lifecycle.run_global(_graph_lifecycle._capture_end, self)
+        _graph_lifecycle.run_own(self._capture_end_hooks, self)
+        if not self._keep_graph:
+            self.instantiate()  # here, so the instantiate hooks run
+        self.capture_end_post()
+
+    def capture_end_pre(self) -> None:
+        """End the capture without finalizing it: the first half of :meth:`capture_end`.
+
+        Between this and :meth:`capture_end_post` the ended capture can be looked at; a graph
+        made with ``keep_graph=False`` must be instantiated before :meth:`capture_end_post`."""
+        super().capture_end_pre()
+
+    def capture_end_post(self) -> None:
+        """Finalize a capture ended by :meth:`capture_end_pre`."""
+        super().capture_end_post()
 
     def instantiate(self) -> None:
         """Build the executable graph from the recorded one.
 
         Done automatically at :meth:`capture_end` when ``keep_graph=False``, and by
         the first :meth:`replay` otherwise; call it yourself after changing a kept
-        graph, or to move that cost out of the first replay.
+        graph, or to move that cost out of the first replay. Instantiate hooks run after it.
         """
         super().instantiate()
+        _graph_lifecycle.run_global(_graph_lifecycle._instantiate, self)
+        _graph_lifecycle.run_own(self._post_instantiate_hooks, self)
 
     def replay(self) -> None:
-        """Run the recorded work again, on the current musa stream."""
-        super().replay()
+        """Run the recorded work again, on the current musa stream.
+
+        Replay-start hooks run just before the launch (one that raises cancels it), and
+        replay-end hooks once it is enqueued, also when the launch raised."""
+        if self._retained.sync_before_fire:
+            from .streams import current_stream
+
+            self._retained.replay_streams.add(current_stream())
+        if self._has_capture and not self._has_graph_exec:
+            self.instantiate()  # a kept graph's first replay; here, so the instantiate hooks run
+        if _graph_lifecycle._replay_start:
+            _graph_lifecycle.run_global(_graph_lifecycle._replay_start, self)
+        if self._replay_start_hooks:
+            _graph_lifecycle.run_own(self._replay_start_hooks, self)
+        try:
+            super().replay()
+        finally:
+            if _graph_lifecycle._replay_end:
+                _graph_lifecycle.run_global(_graph_lifecycle._replay_end, self)
+            if self._replay_end_hooks:
+                _graph_lifecycle.run_own(self._replay_end_hooks, self)
 
     def reset(self) -> None:
-        """Drop the graph this object holds (and its claim on its memory pool); it can capture again."""
+        """Drop the graph this object holds (and its claim on its memory pool); it can capture again.
+
+        This capture cycle's destroy callbacks run first, and its retained objects are let go."""
+        self._retained.fire()
+        if self._retained_finalizer is not None:
+            self._retained_finalizer.detach()
+        self._arm_retained()
         super().reset()
+
+    def _add_hook(self, registry: OrderedDict, hook: Callable):
+        return _graph_lifecycle.add_hook(registry, hook)
+
+    def register_capture_start_hook(self, hook: Callable[[MUSAGraph], None]):
+        """Run ``hook(graph)`` when this graph's capture begins, inside the live capture (musa
+        work it issues is captured). Hooks run in registration order; the returned handle's
+        ``remove()`` unregisters it."""
+        return self._add_hook(self._capture_start_hooks, hook)
+
+    def register_capture_end_hook(self, hook: Callable[[MUSAGraph], None]):
+        """Run ``hook(graph)`` when this graph's capture has ended, before it is instantiated.
+        Not run when ending the capture fails; a hook that raises stops the later ones."""
+        return self._add_hook(self._capture_end_hooks, hook)
+
+    def register_post_instantiate_hook(self, hook: Callable[[MUSAGraph], None]):
+        """Run ``hook(graph)`` after each instantiation of this graph."""
+        return self._add_hook(self._post_instantiate_hooks, hook)
+
+    def register_replay_start_hook(self, hook: Callable[[MUSAGraph], None]):
+        """Run ``hook(graph)`` at the start of every replay of this graph, before its launch."""
+        return self._add_hook(self._replay_start_hooks, hook)
+
+    def register_replay_end_hook(self, hook: Callable[[MUSAGraph], None]):
+        """Run ``hook(graph)`` after every replay of this graph is enqueued (also when the
+        launch raised, so start and end hooks stay balanced)."""
+        return self._add_hook(self._replay_end_hooks, hook)
+
+    def register_destroy_callback(self, cb: Callable[[], None], *, synchronize_before_release: bool = False):
+        """Run ``cb()`` once when this graph is reset or destroyed, before its memory is let go.
+
+        ``cb`` must not reference the graph (the graph would never be collected). Errors are
+        ignored. With ``synchronize_before_release=True`` the streams the graph was replayed on
+        are synchronized first, so a callback may free memory a replay in flight still uses."""
+        if synchronize_before_release:
+            self._retained.sync_before_fire = True
+        return self._add_hook(self._retained.callbacks, cb)
+
+    def retain_object(self, obj: object, *, synchronize_before_release: bool = False):
+        """Keep ``obj`` alive until this graph is reset or destroyed (``remove()`` on the returned
+        handle lets it go sooner). ``obj`` must not reference the graph.
+        ``synchronize_before_release`` as for :meth:`register_destroy_callback`."""
+        from torch.utils.hooks import RemovableHandle
+
+        if synchronize_before_release:
+            self._retained.sync_before_fire = True
+        handle = RemovableHandle(self._retained.objects)
+        self._retained.objects[handle.id] = obj
+        return handle
 
     def pool(self) -> PoolHandle:
         """Return the token of this graph's memory pool.
@@ -192,6 +326,10 @@ class MUSAGraph(_GraphBase):
         graph's memory.
         """
         return tuple(super().pool())  # type: ignore[return-value]
+
+    def pools(self) -> list[PoolHandle]:
+        """Return the tokens of every memory pool this graph holds (a musa graph holds one)."""
+        return [self.pool()]
 
     def enable_debug_mode(self) -> None:
         """Keep what :meth:`debug_dump` needs; call it before capturing."""

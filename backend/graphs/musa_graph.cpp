@@ -164,6 +164,20 @@ void MusaGraph::abandon_capture() {
 }
 
 void MusaGraph::capture_end() {
+  capture_end_pre();
+  if (!keep_graph_) instantiate();
+  capture_end_post();
+}
+
+void MusaGraph::capture_end_post() {
+  TORCH_CHECK(finalizing_, "capture_end_post() finishes a capture_end_pre(); call capture_end_pre() first");
+  TORCH_CHECK(keep_graph_ || instantiated_, "capture_end_post(): a MUSAGraph made with keep_graph=False must be "
+              "instantiated before its capture is finalized; call instantiate() after capture_end_pre(), or use "
+              "capture_end()");
+  finalizing_ = false;
+}
+
+void MusaGraph::capture_end_pre() {
   TORCH_CHECK(capturing_, "capture_end() was called without capture_begin()");
   c10::Stream now = current_stream(device_);
   TORCH_CHECK(now == *stream_, "the capture must end on the stream it began on (", stream_->id(),
@@ -180,7 +194,7 @@ void MusaGraph::capture_end() {
   allocator::note_capture_end(device_);
   capturing_ = false;
   captured_ = true;
-  if (!keep_graph_) instantiate();
+  finalizing_ = true;
 }
 
 void MusaGraph::instantiate() {
@@ -227,6 +241,7 @@ void MusaGraph::reset() {
   if (engine_) engine_->reset();
   engine_.reset();
   instantiated_ = false;
+  finalizing_ = false;
   std::lock_guard<std::mutex> g(gen_mu_);
   generators_.clear();
 }

@@ -47,8 +47,14 @@ class MusaGraph {
   MusaGraph& operator=(const MusaGraph&) = delete;
 
   void capture_begin(c10::MempoolId_t pool = {0, 0}, musaStreamCaptureMode mode = musaStreamCaptureModeGlobal);
-  void capture_end();
+  void capture_end();  // capture_end_pre(), instantiate() unless keep_graph, capture_end_post()
+  // The two halves of capture_end(), so the ended capture can be looked at (capture-end hooks)
+  // before it is finalized; with keep_graph=False, instantiate() must come between them.
+  void capture_end_pre();
+  void capture_end_post();
   void instantiate();
+  bool has_capture() const { return captured_; }
+  bool has_graph_exec() const { return instantiated_; }
   void replay();
   void reset();
   c10::MempoolId_t pool() const;
@@ -66,7 +72,8 @@ class MusaGraph {
   bool keep_graph_;
   bool debug_ = false;
   bool capturing_ = false;
-  bool captured_ = false;  // capture_end succeeded
+  bool captured_ = false;  // capture_end_pre succeeded
+  bool finalizing_ = false;  // between capture_end_pre and capture_end_post
   bool instantiated_ = false;
   c10::DeviceIndex device_ = -1;
   std::optional<c10::Stream> stream_;

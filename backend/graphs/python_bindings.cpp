@@ -42,6 +42,10 @@ void bind_python(py::module& parent) {
           },
           py::arg("pool") = py::none(), py::arg("capture_error_mode") = "global")
       .def("capture_end", &MusaGraph::capture_end, gil_release())
+      .def("capture_end_pre", &MusaGraph::capture_end_pre, gil_release())
+      .def("capture_end_post", &MusaGraph::capture_end_post)
+      .def_property_readonly("_has_capture", &MusaGraph::has_capture)
+      .def_property_readonly("_has_graph_exec", &MusaGraph::has_graph_exec)
       .def("instantiate", &MusaGraph::instantiate, gil_release())
       .def("replay", &MusaGraph::replay, gil_release())
       .def("reset", &MusaGraph::reset, gil_release())
