@@ -129,7 +129,7 @@ def test_oom_raises_and_recovers_in_subprocess(run_py):
     assert x.grad is not None
     print("RECOVERED", flush=True)
     # Skip interpreter shutdown: an autograd device thread that drops its last graph task while
-    # Python finalizes aborts the process (torch's own race, pytorch/pytorch#190489; CUDA's
+    # Python finalizes aborts the process (a race in torch, discussed in pytorch/pytorch#190489; CUDA's
     # device threads have it too). It is not what this test checks, and under load it hits.
     import os
     os._exit(0)
