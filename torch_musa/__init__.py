@@ -84,7 +84,7 @@ from .streams import (  # noqa: E402
 from .graphs import MUSAGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables  # noqa: E402
 from ._graph_lifecycle import *  # noqa: E402,F401,F403  (torch.cuda's graph hooks, torch 2.14+)
 from ._graph_lifecycle import __all__ as _graph_hook_names  # noqa: E402
-from . import _dynamo_musagraphs, _inductor  # noqa: E402  (cheap: they import no torch._dynamo)
+from . import _autograd_shutdown, _dynamo_musagraphs, _inductor  # noqa: E402  (cheap: they import no torch._dynamo)
 from . import memory  # noqa: E402
 from .memory import (  # noqa: E402
     MemPool,
@@ -161,6 +161,7 @@ def __getattr__(name):
 
 torch._register_device_module("musa", _sys.modules[__name__])
 distributed._register()
+_autograd_shutdown.install()  # autograd's device threads drop their last backward before Python finalizes
 _dynamo_musagraphs._install_lazy_registration()  # backend="musagraphs" once torch._dynamo loads
 _inductor.install()  # the musa device interface once torch._dynamo loads
 torch.utils.generate_methods_for_privateuse1_backend(

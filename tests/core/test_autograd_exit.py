@@ -1,0 +1,56 @@
+"""Autograd's device threads let go of their last backward before Python finalizes.
+
+torch stashes a Python object (a contextvars.Context) in the TLS each backward's graph task
+captures; the device thread that drops the task last must do so while Python can still take
+the GIL, or the process aborts at exit. torch_musa's exit hook runs a probe backward through
+every musa device thread, after which no earlier graph task is held."""
+import weakref
+
+import torch
+
+from torch_musa import _autograd_shutdown
+
+
+class _Stashed:
+    pass
+
+
+def test_drain_releases_what_the_last_backward_captured(device):
+    # Right after a backward returns, its device thread may still hold the graph task (and so
+    # the stashed object) for a moment; after the drain it never does.
+    for _ in range(300):
+        obj = _Stashed()
+        ref = weakref.ref(obj)
+        torch._C._stash_obj_in_tls("torch_musa_test", obj)  # captured by the next backward's graph task
+        x = torch.randn(8, device=device, requires_grad=True)
+        (x * 3).sum().backward()
+        torch._C._remove_obj_from_tls("torch_musa_test")
+        del obj
+        _autograd_shutdown._drain_device_threads()
+        assert ref() is None
+    torch.testing.assert_close(x.grad.cpu(), torch.full((8,), 3.0))
+
+
+def test_probe_runs_through_every_device_thread(device, monkeypatch):
+    ran = []
+    real = torch.autograd.Variable._execution_engine.run_backward
+
+    class Engine:
+        def run_backward(self, *args, **kwargs):
+            ran.append(args[0][0].device)
+            return real(*args, **kwargs)
+
+    monkeypatch.setattr(torch.autograd.Variable, "_execution_engine", Engine())
+    _autograd_shutdown._drain_device_threads()
+    assert ran == [torch.device("musa", i) for i in range(torch.musa.device_count())]
+
+
+def test_a_process_exits_cleanly_after_backward(run_py):
+    r = run_py("""
+    import torch
+    for d in range(torch.musa.device_count()):
+        x = torch.randn(128, 128, device=f"musa:{d}", requires_grad=True)
+        (x @ x).relu().sum().backward()
+    print("DONE")
+    """)
+    assert r.returncode == 0 and "DONE" in r.stdout, r.stdout + r.stderr
