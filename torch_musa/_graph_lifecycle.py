@@ -27,21 +27,26 @@ _replay_end: OrderedDict[int, GraphHook] = OrderedDict()
 _destroy: OrderedDict[int, Callable[[set], None]] = OrderedDict()
 
 
-def add_hook(registry: OrderedDict, fn: Callable):
-    """Put ``fn`` in ``registry``; the RemovableHandle returned takes it out."""
+def add_entry(registry: OrderedDict, value: object):
+    """Put ``value`` in ``registry``; the RemovableHandle returned takes it out."""
     from torch.utils.hooks import RemovableHandle
 
-    if not callable(fn):
-        raise TypeError(f"a graph hook must be callable, got {type(fn).__name__}")
     handle = RemovableHandle(registry)
-    registry[handle.id] = fn
+    registry[handle.id] = value
     return handle
 
 
-def run_global(registry: OrderedDict, graph) -> None:
+def add_hook(registry: OrderedDict, fn: Callable):
+    if not callable(fn):
+        raise TypeError(f"a graph hook must be callable, got {type(fn).__name__}")
+    return add_entry(registry, fn)
+
+
+def run_global(registry: OrderedDict, arg) -> None:
+    """Call every hook of a global registry with ``arg`` (a graph, or a destroyed graph's ids)."""
     for fn in list(registry.values()):
         try:
-            fn(graph)
+            fn(arg)
         except Exception:
             pass  # a global consumer's failure must not break the graph's owner
 
@@ -49,14 +54,6 @@ def run_global(registry: OrderedDict, graph) -> None:
 def run_own(registry: OrderedDict, graph) -> None:
     for fn in list(registry.values()):
         fn(graph)
-
-
-def run_destroy_hooks(graph_ids: set) -> None:
-    for fn in list(_destroy.values()):
-        try:
-            fn(graph_ids)
-        except Exception:
-            pass
 
 
 class RetainedCallbacks:

@@ -156,7 +156,6 @@ class MUSAGraph(_GraphBase):
         self._post_instantiate_hooks: OrderedDict = OrderedDict()
         self._replay_start_hooks: OrderedDict = OrderedDict()
         self._replay_end_hooks: OrderedDict = OrderedDict()
-        self._retained_finalizer = None
         self._arm_retained()
 
     def _arm_retained(self) -> None:
@@ -164,7 +163,7 @@ class MUSAGraph(_GraphBase):
         self._retained = _graph_lifecycle.RetainedCallbacks()
         self._retained_finalizer = weakref.finalize(self, self._retained.fire)
         ids: set = set()  # no kernel annotations on musa: the destroy hooks get an empty set
-        self.register_destroy_callback(lambda: _graph_lifecycle.run_destroy_hooks(ids))
+        self.register_destroy_callback(lambda: _graph_lifecycle.run_global(_graph_lifecycle._destroy, ids))
 
     def __getattr__(self, name):
         # Names torch.cuda.CUDAGraph has on newer torches that MUSA Graph lacks: a clear error.
@@ -265,37 +264,33 @@ class MUSAGraph(_GraphBase):
 
         This capture cycle's destroy callbacks run first, and its retained objects are let go."""
         self._retained.fire()
-        if self._retained_finalizer is not None:
-            self._retained_finalizer.detach()
+        self._retained_finalizer.detach()
         self._arm_retained()
         super().reset()
-
-    def _add_hook(self, registry: OrderedDict, hook: Callable):
-        return _graph_lifecycle.add_hook(registry, hook)
 
     def register_capture_start_hook(self, hook: Callable[[MUSAGraph], None]):
         """Run ``hook(graph)`` when this graph's capture begins, inside the live capture (musa
         work it issues is captured). Hooks run in registration order; the returned handle's
         ``remove()`` unregisters it."""
-        return self._add_hook(self._capture_start_hooks, hook)
+        return _graph_lifecycle.add_hook(self._capture_start_hooks, hook)
 
     def register_capture_end_hook(self, hook: Callable[[MUSAGraph], None]):
         """Run ``hook(graph)`` when this graph's capture has ended, before it is instantiated.
         Not run when ending the capture fails; a hook that raises stops the later ones."""
-        return self._add_hook(self._capture_end_hooks, hook)
+        return _graph_lifecycle.add_hook(self._capture_end_hooks, hook)
 
     def register_post_instantiate_hook(self, hook: Callable[[MUSAGraph], None]):
         """Run ``hook(graph)`` after each instantiation of this graph."""
-        return self._add_hook(self._post_instantiate_hooks, hook)
+        return _graph_lifecycle.add_hook(self._post_instantiate_hooks, hook)
 
     def register_replay_start_hook(self, hook: Callable[[MUSAGraph], None]):
         """Run ``hook(graph)`` at the start of every replay of this graph, before its launch."""
-        return self._add_hook(self._replay_start_hooks, hook)
+        return _graph_lifecycle.add_hook(self._replay_start_hooks, hook)
 
     def register_replay_end_hook(self, hook: Callable[[MUSAGraph], None]):
         """Run ``hook(graph)`` after every replay of this graph is enqueued (also when the
         launch raised, so start and end hooks stay balanced)."""
-        return self._add_hook(self._replay_end_hooks, hook)
+        return _graph_lifecycle.add_hook(self._replay_end_hooks, hook)
 
     def register_destroy_callback(self, cb: Callable[[], None], *, synchronize_before_release: bool = False):
         """Run ``cb()`` once when this graph is reset or destroyed, before its memory is let go.
@@ -305,19 +300,15 @@ class MUSAGraph(_GraphBase):
         are synchronized first, so a callback may free memory a replay in flight still uses."""
         if synchronize_before_release:
             self._retained.sync_before_fire = True
-        return self._add_hook(self._retained.callbacks, cb)
+        return _graph_lifecycle.add_hook(self._retained.callbacks, cb)
 
     def retain_object(self, obj: object, *, synchronize_before_release: bool = False):
         """Keep ``obj`` alive until this graph is reset or destroyed (``remove()`` on the returned
         handle lets it go sooner). ``obj`` must not reference the graph.
         ``synchronize_before_release`` as for :meth:`register_destroy_callback`."""
-        from torch.utils.hooks import RemovableHandle
-
         if synchronize_before_release:
             self._retained.sync_before_fire = True
-        handle = RemovableHandle(self._retained.objects)
-        self._retained.objects[handle.id] = obj
-        return handle
+        return _graph_lifecycle.add_entry(self._retained.objects, obj)
 
     def pool(self) -> PoolHandle:
         """Return the token of this graph's memory pool.
