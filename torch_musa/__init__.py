@@ -147,6 +147,10 @@ _multiprocessing.install()  # musa tensors sent to another process fail clearly 
 from . import _serialization  # noqa: E402
 
 _serialization.install()  # CUDA checkpoints without CUDA: the error names map_location='musa'
+from . import _gated_paths  # noqa: E402
+
+_gated_paths.install()  # torch Python paths that hard-code CUDA (DataParallel's comm functions)
+
 
 def __getattr__(name):
     # Inductor finds a PrivateUse1 device's code generation as torch.<device>.Scheduling etc.
