@@ -1,25 +1,22 @@
-"""musa tensors sent between processes (torch.multiprocessing queues and pipes, DataLoader
-workers): refused with a clear error in the receiving process, never a hang.
+"""musa tensors, storages and events sent to another process, as CUDA IPC sends cuda ones.
 
-torch pickles tensors for another process through ForkingPickler's reducers. For a musa tensor
-the stock CPU path would try to share memory the receiver cannot map, and a queue's feeder thread
-would drop the item, leaving the receiver waiting forever. Sharing musa memory across processes
-(CUDA IPC's counterpart) is not supported yet, so a musa tensor or storage pickles into a marker
-whose unpickling raises, and the receiver's get() fails at once with the way out.
+torch pickles tensors for another process through ForkingPickler's reducers (torch.multiprocessing
+queues and pipes, spawn arguments, DataLoader workers). torch_musa registers reducers beside
+torch's: a musa tensor travels as a runtime IPC handle to the allocation that holds its storage
+(host driver: the memfd file of the device's memory; cuda driver: a CUDA IPC handle), so the
+receiver gets a musa tensor over the *same memory*, no copy. The sender keeps the storage until
+the receiver lets it go (backend/ipc/sent_blocks.h); ``torch.musa.ipc_collect()`` frees what
+receivers released. Everything that is not a musa object goes to torch's own reducer untouched.
 """
+import atexit
+import os
+import time
+import warnings
 from multiprocessing.reduction import ForkingPickler
 
 import torch
 
-_MESSAGE = (
-    "a musa tensor was sent to another process (torch.multiprocessing queue or pipe, DataLoader "
-    "worker, ...), and sharing musa memory between processes is not supported yet; send a cpu "
-    "tensor (t.cpu()) and move it to musa in the receiving process"
-)
-
-
-def _refused(message: str):
-    raise RuntimeError(message)
+_SENT_TENSOR_CLASSES = (torch.Tensor, torch.nn.parameter.Parameter)
 
 
 def _is_musa(obj) -> bool:
@@ -29,22 +26,144 @@ def _is_musa(obj) -> bool:
     return isinstance(device, torch.device) and device.type == "musa"
 
 
-def _guard(reducer):
+def _ipc():
+    from . import _C
+    return _C._ipc
+
+
+def _share(tensor):
+    """(device, handle, offset_bytes, nbytes, counter, event_handle) for the storage under `tensor`."""
+    from torch.multiprocessing.reductions import StorageWeakRef, shared_cache
+
+    shared = _ipc()._share_storage(tensor)
+    # A round trip into this same process finds the storage itself (torch's cache, as for cuda).
+    shared_cache[_cache_key(shared)] = StorageWeakRef(tensor.untyped_storage())
+    return shared
+
+
+def _cache_key(shared):
+    device, handle, offset_bytes, nbytes = shared[:4]
+    return ("musa", device, handle, offset_bytes, nbytes)
+
+
+def _open(shared) -> torch.UntypedStorage:
+    from torch.multiprocessing.reductions import StorageWeakRef, shared_cache, storage_from_cache
+
+    key = _cache_key(shared)
+    storage = storage_from_cache(torch.UntypedStorage, key) if shared[1] else None
+    if storage is not None:
+        _ipc()._release_counter(shared[4])  # this process holds it already
+        return storage
+    from ._device import _lazy_init
+
+    _lazy_init()
+    storage = _ipc()._open_storage(*shared).untyped_storage()
+    if shared[1]:
+        shared_cache[key] = StorageWeakRef(storage)
+    return storage
+
+
+def _rebuild_musa_tensor(cls, size, stride, offset, dtype, requires_grad, shared):
+    storage = _open(shared)
+    t = torch._utils._rebuild_tensor(
+        torch.storage.TypedStorage(wrap_storage=storage, dtype=dtype, _internal=True), offset, size, stride
+    )
+    if cls == torch.nn.parameter.Parameter:
+        # (passed to the constructor: integer tensors refuse requires_grad set afterwards)
+        return torch.nn.parameter.Parameter(t, requires_grad=requires_grad)
+    t.requires_grad = requires_grad
+    return t
+
+
+def _reduce_musa_tensor(tensor):
+    if tensor.requires_grad and not tensor.is_leaf:
+        raise RuntimeError(
+            "Cowardly refusing to serialize non-leaf tensor which requires_grad, since autograd does not "
+            "support crossing process boundaries. If you just want to transfer the data, call detach() on "
+            "the tensor before serializing (e.g., putting it on the queue)."
+        )
+    if tensor.layout != torch.strided or tensor.is_nested:
+        raise RuntimeError(
+            f"a musa tensor of layout {tensor.layout} cannot be sent to another process yet; send its "
+            "strided parts (e.g. indices() and values()) or a cpu copy"
+        )
+    torch.utils.hooks.warn_if_has_hooks(tensor)
+    return (
+        _rebuild_musa_tensor,
+        (type(tensor), tensor.size(), tensor.stride(), tensor.storage_offset(), tensor.dtype,
+         tensor.requires_grad, _share(tensor)),
+    )
+
+
+def _rebuild_musa_storage(shared):
+    return _open(shared)
+
+
+def _reduce_musa_storage(storage):
+    whole = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+    return (_rebuild_musa_storage, (_share(whole),))
+
+
+def _musa_first(torch_reducer, musa_reducer):
+    """A reducer that sends musa objects through `musa_reducer`, everything else through torch's."""
     def reduce(obj):
         if _is_musa(obj):
-            return _refused, (_MESSAGE,)
-        return reducer(obj)
+            return musa_reducer(obj)
+        return torch_reducer(obj)
+    reduce._musa_reducer = True
     return reduce
 
 
+def _rebuild_event(device, handle):
+    return torch.musa.Event.from_ipc_handle(device, handle)
+
+
+def _reduce_event(event):
+    return (_rebuild_event, (event.device, event.ipc_handle()))
+
+
+def ipc_collect() -> None:
+    """Frees musa memory this process sent to others that they have released (torch.cuda.ipc_collect)."""
+    from ._device import is_initialized
+
+    if is_initialized():
+        _ipc()._collect()
+
+
+def _wait_for_receivers() -> None:
+    """At exit, with the cuda driver, memory sent to other processes would be freed with this
+    process's CUDA context: wait (TORCH_MUSA_IPC_EXIT_TIMEOUT seconds, default 30) for the
+    receivers to let it go. The host driver's memory lives on in the receivers' mappings."""
+    from ._device import get_driver_name, is_initialized
+
+    if not is_initialized() or get_driver_name() == "host":
+        return
+    deadline = time.monotonic() + float(os.environ.get("TORCH_MUSA_IPC_EXIT_TIMEOUT", "30"))
+    remaining = _ipc()._collect()
+    while remaining and time.monotonic() < deadline:
+        time.sleep(0.05)
+        remaining = _ipc()._collect()
+    if remaining:
+        warnings.warn(
+            f"this process is exiting while {remaining} musa memory block(s) it sent are still held by other "
+            "processes; they will read freed memory. Keep the sender alive until receivers drop the tensors."
+        )
+
+
 def install() -> None:
-    """Wraps torch's tensor and storage reducers (registered when torch.multiprocessing loads)."""
+    """Registers the musa reducers in front of torch's (which torch.multiprocessing registers first)."""
     import torch.multiprocessing.reductions  # noqa: F401  (registers torch's reducers first)
 
     table = ForkingPickler._extra_reducers
-    for cls in [torch.Tensor, torch.nn.parameter.Parameter, torch.UntypedStorage, torch.TypedStorage]:
+    for cls, musa_reducer in [
+        (torch.Tensor, _reduce_musa_tensor),
+        (torch.nn.parameter.Parameter, _reduce_musa_tensor),
+        (torch.UntypedStorage, _reduce_musa_storage),
+    ]:
         reducer = table.get(cls)
-        if reducer is not None and not getattr(reducer, "_musa_guard", False):
-            guarded = _guard(reducer)
-            guarded._musa_guard = True
-            ForkingPickler.register(cls, guarded)
+        if reducer is not None and not getattr(reducer, "_musa_reducer", False):
+            ForkingPickler.register(cls, _musa_first(reducer, musa_reducer))
+    from .streams import Event
+
+    ForkingPickler.register(Event, _reduce_event)
+    atexit.register(_wait_for_receivers)

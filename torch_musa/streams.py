@@ -82,8 +82,19 @@ class Event(torch.Event):
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
         if interprocess:
-            raise NotImplementedError("interprocess musa events are not supported; create the event with interprocess=False")
+            if enable_timing:
+                raise ValueError("an interprocess musa event cannot time (as CUDA's): use enable_timing=False")
+            return _InterprocessEvent._create(_index(None))
         return super().__new__(cls, device="musa", enable_timing=enable_timing, blocking=blocking)
+
+    @classmethod
+    def from_ipc_handle(cls, device, handle: bytes) -> "Event":
+        """Opens an event another process made with ``interprocess=True`` (its ``ipc_handle()``)."""
+        return _InterprocessEvent._open(_index(device), handle)
+
+    def ipc_handle(self) -> bytes:
+        raise RuntimeError("this musa event cannot be shared with another process: create it with "
+                           "torch.musa.Event(interprocess=True)")
 
     @property
     def device(self) -> Optional[torch.device]:
@@ -102,6 +113,61 @@ class Event(torch.Event):
 
     def __repr__(self):
         return f"<torch.musa.Event {'recorded' if self.event_id else 'unrecorded'}>"
+
+
+class _InterprocessEvent(Event):
+    """An event shareable with other processes (``Event(interprocess=True)``): a runtime event
+    made with musaEventInterprocess, owned here, whose handle another process opens."""
+
+    @classmethod
+    def _create(cls, device: int) -> "_InterprocessEvent":
+        _lazy_init()
+        self = torch.Event.__new__(cls, device="musa")
+        self._device_index, self._raw = device, _C._ipc._event_create(device)
+        return self
+
+    @classmethod
+    def _open(cls, device: int, handle: bytes) -> "_InterprocessEvent":
+        _lazy_init()
+        self = torch.Event.__new__(cls, device="musa")
+        self._device_index, self._raw = device, _C._ipc._event_open(device, handle)
+        return self
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("musa", self._device_index)
+
+    def ipc_handle(self) -> bytes:
+        return _C._ipc._event_handle(self._raw)
+
+    def record(self, stream: Optional[torch.Stream] = None) -> None:
+        stream = current_stream(self._device_index) if stream is None else stream
+        _C._ipc._event_record(self._raw, stream.device_index, stream.stream_id)
+
+    def wait(self, stream: Optional[torch.Stream] = None) -> None:
+        stream = current_stream(self._device_index) if stream is None else stream
+        _C._ipc._event_wait(self._raw, stream.device_index, stream.stream_id)
+
+    def query(self) -> bool:
+        return _C._ipc._event_query(self._raw)
+
+    def synchronize(self) -> None:
+        _C._ipc._event_synchronize(self._raw)
+
+    def elapsed_time(self, end_event: torch.Event) -> float:
+        raise RuntimeError("an interprocess musa event has timing disabled (as CUDA's); time with "
+                           "torch.musa.Event(enable_timing=True)")
+
+    def __del__(self):
+        raw, self._raw = getattr(self, "_raw", 0), 0
+        if raw and _C is not None:
+            try:
+                _C._ipc._event_destroy(raw)
+            except Exception:  # at interpreter exit the runtime may be gone
+                pass
+
+    def __repr__(self):
+        return f"<torch.musa.Event interprocess on musa:{self._device_index}>"
 
 
 def _sleep(cycles: int) -> None:

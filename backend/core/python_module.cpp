@@ -30,6 +30,9 @@ void bind_python(py::module& m);  // distributed/python_bindings.cpp: ProcessGro
 namespace torch_musa::graphs {
 void bind_python(py::module& m);  // graphs/python_bindings.cpp: MUSAGraph
 }
+namespace torch_musa::ipc {
+void bind_python(py::module& m);  // ipc/python_bindings.cpp: sharing with other processes
+}
 
 namespace torch_musa {
 namespace {
@@ -177,4 +180,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("_delegated_op_count", [] { return delegated_op_count(); });
   distributed::bind_python(m);
   graphs::bind_python(m);
+  ipc::bind_python(m);
 }

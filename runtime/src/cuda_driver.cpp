@@ -99,7 +99,7 @@ musaError_t cudaFail(cudaError_t e, const std::string& what, int dev = -1) {
 #define MUSA_CU_FUNCTIONS(X)                                                               \
   X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGet) X(cuDevicePrimaryCtxGetState)      \
   X(cuMemGetAllocationGranularity) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) \
-  X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)
+  X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAddressRange)
 
 struct CuApi {
 #define X(fn) decltype(&::fn) fn = nullptr;
@@ -631,12 +631,84 @@ class CudaDriver final : public Driver {
     return musaSuccess;
   }
 
+  // ---- sharing between processes: CUDA IPC handles ----
+  musaError_t memGetAddressRange(const void* ptr, void** base, size_t* size) override {
+    musaPointerAttributes a;
+    int owner = -1;
+    if (musaError_t e = lookup(ptr, &a, &owner)) return e;
+    if (a.type != musaMemoryTypeDevice || owner < 0)
+      return fail(musaErrorInvalidValue, "musaMemGetAddressRange: " + ptrText(ptr) + " is not CUDA device memory");
+    GUARD_CTX(owner);
+    CUdeviceptr b = 0;
+    CU_TRY(cuMemGetAddressRange, (&b, size, dptr(ptr)), "cuMemGetAddressRange(" + ptrText(ptr) + ")", owner);
+    *base = reinterpret_cast<void*>(b);
+    return musaSuccess;
+  }
+
+  musaError_t ipcGetMemHandle(musaIpcMemHandle_t* h, void* ptr) override {
+    musaPointerAttributes a;
+    int owner = -1;
+    if (musaError_t e = lookup(ptr, &a, &owner)) return e;
+    if (a.type != musaMemoryTypeDevice || owner < 0)
+      return fail(musaErrorInvalidValue, "musaIpcGetMemHandle: " + ptrText(ptr) + " is not CUDA device memory");
+    GUARD(owner);
+    cudaIpcMemHandle_t ch;
+    cudaError_t e = cudaIpcGetMemHandle(&ch, ptr);
+    if (e == cudaErrorInvalidValue || e == cudaErrorNotSupported)
+      return cudaFail(e, "cudaIpcGetMemHandle(" + ptrText(ptr) +
+                             ") (memory of expandable segments cannot be shared through CUDA IPC memory handles; "
+                             "set PYTORCH_MUSA_ALLOC_CONF=expandable_segments:False in the sending process)",
+                      owner);
+    CUDA_TRY(e, "cudaIpcGetMemHandle(" + ptrText(ptr) + ")", owner);
+    static_assert(sizeof(ch) <= sizeof(h->reserved), "CUDA IPC handle larger than musa's");
+    std::memcpy(h->reserved, &ch, sizeof ch);
+    return musaSuccess;
+  }
+
+  musaError_t ipcOpenMemHandle(int dev, void** ptr, const musaIpcMemHandle_t& h) override {
+    GUARD(dev);
+    cudaIpcMemHandle_t ch;
+    std::memcpy(&ch, h.reserved, sizeof ch);
+    CUDA_TRY(cudaIpcOpenMemHandle(ptr, ch, cudaIpcMemLazyEnablePeerAccess),
+             "cudaIpcOpenMemHandle (the sending process must still be running and on this machine)", dev);
+    return musaSuccess;
+  }
+
+  musaError_t ipcCloseMemHandle(void* ptr) override {
+    musaPointerAttributes a;
+    int owner = -1;
+    if (musaError_t e = lookup(ptr, &a, &owner)) return e;
+    GUARD(owner >= 0 ? owner : workDevice());
+    CUDA_TRY(cudaIpcCloseMemHandle(ptr), "cudaIpcCloseMemHandle(" + ptrText(ptr) + ")", owner);
+    return musaSuccess;
+  }
+
+  musaError_t ipcGetEventHandle(musaIpcEventHandle_t* h, MUevent_st* ev) override {
+    GUARD(ev->device);
+    cudaIpcEventHandle_t ch;
+    CUDA_TRY(cudaIpcGetEventHandle(&ch, nat(ev)), "cudaIpcGetEventHandle", ev->device);
+    static_assert(sizeof(ch) <= sizeof(h->reserved), "CUDA IPC event handle larger than musa's");
+    std::memcpy(h->reserved, &ch, sizeof ch);
+    return musaSuccess;
+  }
+
+  musaError_t ipcOpenEventHandle(MUevent_st* ev, const musaIpcEventHandle_t& h) override {
+    GUARD(ev->device);
+    cudaIpcEventHandle_t ch;
+    std::memcpy(&ch, h.reserved, sizeof ch);
+    cudaEvent_t e = nullptr;
+    CUDA_TRY(cudaIpcOpenEventHandle(&e, ch), "cudaIpcOpenEventHandle", ev->device);
+    ev->native = e;
+    return musaSuccess;
+  }
+
   // ---- events ----
   musaError_t eventCreate(MUevent_st* ev) override {
     GUARD(ev->device);
     unsigned flags = cudaEventDefault;
     if (ev->flags & musaEventDisableTiming) flags |= cudaEventDisableTiming;
     if (ev->flags & musaEventBlockingSync) flags |= cudaEventBlockingSync;
+    if (ev->flags & musaEventInterprocess) flags |= cudaEventInterprocess;
     cudaEvent_t e = nullptr;
     CUDA_TRY(cudaEventCreateWithFlags(&e, flags), "cudaEventCreateWithFlags", ev->device);
     ev->native = e;

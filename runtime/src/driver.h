@@ -75,6 +75,16 @@ class Driver {
   virtual musaError_t memUnmap(void* ptr, size_t size) = 0;
   virtual musaError_t memSetAccess(void* ptr, size_t size, int dev) = 0;
 
+  // Sharing between processes: a handle names the whole allocation holding a pointer.
+  virtual musaError_t memGetAddressRange(const void* ptr, void** base, size_t* size) = 0;
+  virtual musaError_t ipcGetMemHandle(musaIpcMemHandle_t* h, void* ptr) = 0;
+  // Maps the handle's allocation; `dev` is the caller's current (physical) device.
+  virtual musaError_t ipcOpenMemHandle(int dev, void** ptr, const musaIpcMemHandle_t& h) = 0;
+  virtual musaError_t ipcCloseMemHandle(void* ptr) = 0;
+  virtual musaError_t ipcGetEventHandle(musaIpcEventHandle_t* h, MUevent_st* e) = 0;
+  // Fills `e` (device, flags, native) for the event the handle names.
+  virtual musaError_t ipcOpenEventHandle(MUevent_st* e, const musaIpcEventHandle_t& h) = 0;
+
   virtual musaError_t streamCreate(MUstream_st* s) = 0;
   // Makes `s` stand for a native stream that `s->device`'s caller created: sets native,
   // priority and flags, and marks it borrowed, so streamDestroy leaves the native stream alone.

@@ -9,6 +9,8 @@
 // Device memory comes from mmap; each device has a capacity
 // (TORCH_MUSA_HOST_MEMORY, default 8GiB) so out-of-memory is real.
 #include "driver.h"
+#include "host_ipc.h"
+#include "host_memory_pool.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -108,14 +110,29 @@ struct PhysicalMemory {
 struct Device {
   size_t capacity = kDefaultCapacity;
   size_t used = 0;  // guarded by HostDriver::mu_
-  // Physical memory for VMM comes from one sparse memfd per device, carved
-  // into granules: a page costs an mmap, not a memfd_create + ftruncate +
-  // close. Freed ranges have their pages punched out and are coalesced.
-  int pool_fd = -1;
-  std::map<size_t, size_t> pool_free;  // offset -> length
+  // Device memory (musaMalloc and VMM's physical memory) comes from one
+  // sparse memfd per device (host_memory_pool.h).
+  MemfdPool pool;
 };
 
 class HostDriver final : public Driver {
+  struct Range {
+    size_t size;
+    int device;
+    musaMemGenericAllocationHandle_t handle = 0;
+    int fd = -1;             // the file the range maps (allocations and VMM mappings)
+    size_t file_offset = 0;  // where in it
+    bool owns_fd = false;    // a file of its own, not the device's pool
+  };
+
+  // Gives an allocation's file range back (the pool's pages, or its own file).
+  void releaseFile(const Range& r) {
+    if (r.fd < 0) return;
+    if (r.owns_fd) close(r.fd);
+    else returnToPool(r.device, r.file_offset, r.size);
+  }
+
+
  public:
   HostDriver(int count, size_t capacity) : devices_(count) {
     for (auto& d : devices_) d.capacity = capacity;
@@ -163,21 +180,37 @@ class HostDriver final : public Driver {
     return musaSuccess;
   }
 
+  // Device memory is a shared mapping of the device's memfd pool (or of a file
+  // of its own when the pool is too fragmented), so it can be shared with
+  // another process (host_ipc.h) without a copy.
   musaError_t malloc(int dev, void** ptr, size_t size) override {
     size_t rounded = roundUp(size, kPage);
+    Range r{rounded, dev};
     {
       std::lock_guard<std::mutex> g(mu_);
       if (auto e = reserveCapacity(dev, rounded)) return e;
+      if (!carveFromPool(dev, rounded, &r.fd, &r.file_offset)) {
+        r.fd = memfd_create("musa-memory", MFD_CLOEXEC);
+        r.owns_fd = true;
+        if (r.fd >= 0 && ftruncate(r.fd, static_cast<off_t>(rounded)) != 0) {
+          close(r.fd);
+          r.fd = -1;
+        }
+      }
     }
-    void* p = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* p = r.fd < 0 ? MAP_FAILED
+                       : mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_SHARED, r.fd,
+                              static_cast<off_t>(r.file_offset));
     std::lock_guard<std::mutex> g(mu_);
     if (p == MAP_FAILED) {
+      int err = errno;
+      releaseFile(r);
       devices_[dev].used -= rounded;
       return fail(musaErrorMemoryAllocation,
                   "the host could not map " + human(rounded) + " for musa device " +
-                      std::to_string(dev) + ": " + strerror(errno));
+                      std::to_string(dev) + ": " + strerror(err));
     }
-    allocations_[reinterpret_cast<uintptr_t>(p)] = {rounded, dev};
+    allocations_[reinterpret_cast<uintptr_t>(p)] = r;
     *ptr = p;
     return musaSuccess;
   }
@@ -188,6 +221,7 @@ class HostDriver final : public Driver {
     if (it == allocations_.end())
       return fail(musaErrorInvalidValue, "musaFree: pointer was not returned by musaMalloc");
     munmap(ptr, it->second.size);
+    releaseFile(it->second);
     devices_[it->second.device].used -= it->second.size;
     allocations_.erase(it);
     return musaSuccess;
@@ -240,6 +274,11 @@ class HostDriver final : public Driver {
     auto mt = containing(mappings_, p);
     if (mt != mappings_.end()) {
       *a = {musaMemoryTypeDevice, mt->second.device};
+      return musaSuccess;
+    }
+    auto ot = containing(ipc_opened_, p);
+    if (ot != ipc_opened_.end()) {
+      *a = {musaMemoryTypeDevice, ot->second.device};
       return musaSuccess;
     }
     auto pt = pinned_.upper_bound(p);
@@ -325,50 +364,10 @@ class HostDriver final : public Driver {
     return musaSuccess;
   }
 
-  // First-fit carve of `size` bytes from the device's pool (made on first use).
   bool carveFromPool(int dev, size_t size, int* fd, size_t* offset) {
-    Device& d = devices_[dev];
-    if (d.pool_fd < 0) {
-      int f = memfd_create("musa-physical-pool", MFD_CLOEXEC);
-      if (f < 0) return false;
-      if (ftruncate(f, static_cast<off_t>(roundUp(d.capacity, kGranularity))) != 0) {
-        close(f);
-        return false;
-      }
-      d.pool_fd = f;
-      d.pool_free[0] = roundUp(d.capacity, kGranularity);
-    }
-    for (auto it = d.pool_free.begin(); it != d.pool_free.end(); ++it) {
-      if (it->second < size) continue;
-      *fd = d.pool_fd;
-      *offset = it->first;
-      size_t rest = it->second - size, at = it->first + size;
-      d.pool_free.erase(it);
-      if (rest) d.pool_free[at] = rest;
-      return true;
-    }
-    return false;
+    return devices_[dev].pool.carve(roundUp(devices_[dev].capacity, kGranularity), size, fd, offset);
   }
-
-  void returnToPool(int dev, size_t offset, size_t size) {
-    Device& d = devices_[dev];
-    // Give the pages back to the OS; the file keeps its (sparse) size.
-    (void)fallocate(d.pool_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
-                    static_cast<off_t>(size));
-    auto next = d.pool_free.lower_bound(offset);
-    if (next != d.pool_free.end() && offset + size == next->first) {
-      size += next->second;
-      next = d.pool_free.erase(next);
-    }
-    if (next != d.pool_free.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + prev->second == offset) {
-        prev->second += size;
-        return;
-      }
-    }
-    d.pool_free[offset] = size;
-  }
+  void returnToPool(int dev, size_t offset, size_t size) { devices_[dev].pool.giveBack(offset, size); }
 
   void maybeDropPhysical(musaMemGenericAllocationHandle_t id) {
     auto& pm = physical_[id];
@@ -409,7 +408,7 @@ class HostDriver final : public Driver {
                    static_cast<off_t>(pm->second.offset + offset));
     if (r == MAP_FAILED) return fail(musaErrorMemoryAllocation, std::string("mmap failed: ") + strerror(errno));
     pm->second.mappings++;
-    mappings_[p] = {size, pm->second.device, h};
+    mappings_[p] = {size, pm->second.device, h, pm->second.fd, pm->second.offset + offset};
     return musaSuccess;
   }
 
@@ -442,6 +441,74 @@ class HostDriver final : public Driver {
     if (mprotect(ptr, size, PROT_READ | PROT_WRITE) != 0)
       return fail(musaErrorInvalidValue, std::string("musaMemSetAccess: ") + strerror(errno));
     return musaSuccess;
+  }
+
+  // ---- sharing between processes (host_ipc.h) ----
+  // The allocation or VMM mapping holding `p`, or an opened IPC mapping.
+  const std::pair<const uintptr_t, Range>* rangeOf(uintptr_t p, bool* opened) {
+    *opened = false;
+    auto it = containing(allocations_, p);
+    if (it != allocations_.end()) return &*it;
+    it = containing(mappings_, p);
+    if (it != mappings_.end()) return &*it;
+    it = containing(ipc_opened_, p);
+    if (it != ipc_opened_.end()) {
+      *opened = true;
+      return &*it;
+    }
+    return nullptr;
+  }
+
+  musaError_t memGetAddressRange(const void* ptr, void** base, size_t* size) override {
+    std::lock_guard<std::mutex> g(mu_);
+    bool opened = false;
+    auto* r = rangeOf(reinterpret_cast<uintptr_t>(ptr), &opened);
+    if (!r) return fail(musaErrorInvalidValue, "musaMemGetAddressRange: the pointer is not musa device memory");
+    *base = reinterpret_cast<void*>(r->first);
+    *size = r->second.size;
+    return musaSuccess;
+  }
+
+  musaError_t ipcGetMemHandle(musaIpcMemHandle_t* h, void* ptr) override {
+    std::lock_guard<std::mutex> g(mu_);
+    bool opened = false;
+    auto* r = rangeOf(reinterpret_cast<uintptr_t>(ptr), &opened);
+    if (!r) return fail(musaErrorInvalidValue, "musaIpcGetMemHandle: the pointer is not musa device memory");
+    if (opened)
+      return fail(musaErrorInvalidValue,
+                  "musaIpcGetMemHandle: the memory was itself opened from another process's handle; share it "
+                  "from the process that allocated it");
+    return hostIpcExport({r->second.fd, r->second.file_offset, r->second.size, r->second.device}, h);
+  }
+
+  musaError_t ipcOpenMemHandle(int, void** ptr, const musaIpcMemHandle_t& h) override {
+    HostIpcRange range{};
+    if (auto e = hostIpcMap(h, ptr, &range)) return e;
+    std::lock_guard<std::mutex> g(mu_);
+    ipc_opened_[reinterpret_cast<uintptr_t>(*ptr)] = {range.size, range.device};
+    return musaSuccess;
+  }
+
+  musaError_t ipcCloseMemHandle(void* ptr) override {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = ipc_opened_.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == ipc_opened_.end())
+      return fail(musaErrorInvalidValue, "musaIpcCloseMemHandle: the pointer was not returned by musaIpcOpenMemHandle");
+    munmap(ptr, it->second.size);
+    ipc_opened_.erase(it);
+    return musaSuccess;
+  }
+
+  musaError_t ipcGetEventHandle(musaIpcEventHandle_t* h, MUevent_st* e) override {
+    if (auto err = captured_event(e, "musaIpcGetEventHandle")) return err;
+    hostIpcExportEvent(e->device, h);
+    return musaSuccess;
+  }
+
+  musaError_t ipcOpenEventHandle(MUevent_st* e, const musaIpcEventHandle_t& h) override {
+    if (auto err = hostIpcOpenEvent(h, &e->device)) return err;
+    e->flags = musaEventInterprocess | musaEventDisableTiming;
+    return eventCreate(e);
   }
 
   // ---- streams ----
@@ -665,18 +732,13 @@ class HostDriver final : public Driver {
                                             "now invalidated (wait on it with stream.wait_event instead)");
   }
 
-  struct Range {
-    size_t size;
-    int device;
-    musaMemGenericAllocationHandle_t handle = 0;
-  };
-
   std::mutex mu_;
   std::vector<Device> devices_;
   std::map<uintptr_t, Range> allocations_;
   std::map<uintptr_t, size_t> pinned_;
   std::map<uintptr_t, Range> reservations_;
   std::map<uintptr_t, Range> mappings_;
+  std::map<uintptr_t, Range> ipc_opened_;  // other processes' memory mapped here
   std::map<musaMemGenericAllocationHandle_t, PhysicalMemory> physical_;
   musaMemGenericAllocationHandle_t next_handle_ = 0;
   std::vector<Capture*> active_;  // guarded by mu_

@@ -579,6 +579,9 @@ musaError_t musaEventCreateWithFlags(musaEvent_t* event, unsigned flags) {
   if (!event) return fail(musaErrorInvalidValue, "musaEventCreate: event is null");
   MUSA_DRIVER_OR_FAIL();
   if (auto e = checkDevice(st, t_device)) return e;
+  if ((flags & musaEventInterprocess) && !(flags & musaEventDisableTiming))
+    return fail(musaErrorInvalidValue,
+                "musaEventCreateWithFlags: an interprocess event must also disable timing (as CUDA's)");
   auto ev = std::make_unique<MUevent_st>();
   ev->device = physical(st, t_device);
   ev->flags = flags;
@@ -628,6 +631,58 @@ musaError_t musaEventElapsedTime(float* ms, musaEvent_t a, musaEvent_t b) {
                 "elapsed time needs both events to have been recorded");
   MUSA_DRIVER_OR_FAIL();
   return record(drv.eventElapsed(ms, a, b));
+}
+
+// ---- sharing between processes ----
+
+musaError_t musaMemGetAddressRange(void** base, size_t* size, const void* ptr) {
+  if (!base || !size || !ptr) return fail(musaErrorInvalidValue, "musaMemGetAddressRange: null argument");
+  MUSA_DRIVER_OR_FAIL();
+  return record(drv.memGetAddressRange(ptr, base, size));
+}
+
+musaError_t musaIpcGetMemHandle(musaIpcMemHandle_t* handle, void* ptr) {
+  if (!handle || !ptr) return fail(musaErrorInvalidValue, "musaIpcGetMemHandle: null argument");
+  MUSA_DRIVER_OR_FAIL();
+  std::memset(handle, 0, sizeof(*handle));
+  return record(drv.ipcGetMemHandle(handle, ptr));
+}
+
+musaError_t musaIpcOpenMemHandle(void** ptr, musaIpcMemHandle_t handle, unsigned) {
+  if (!ptr) return fail(musaErrorInvalidValue, "musaIpcOpenMemHandle: ptr is null");
+  MUSA_DRIVER_OR_FAIL();
+  if (auto e = checkDevice(st, t_device)) return e;
+  touch(st, t_device);
+  return record(drv.ipcOpenMemHandle(physical(st, t_device), ptr, handle));
+}
+
+musaError_t musaIpcCloseMemHandle(void* ptr) {
+  if (!ptr) return fail(musaErrorInvalidValue, "musaIpcCloseMemHandle: ptr is null");
+  MUSA_DRIVER_OR_FAIL();
+  return record(drv.ipcCloseMemHandle(ptr));
+}
+
+musaError_t musaIpcGetEventHandle(musaIpcEventHandle_t* handle, musaEvent_t event) {
+  if (!handle || !event) return fail(musaErrorInvalidValue, "musaIpcGetEventHandle: null argument");
+  if (!(event->flags & musaEventInterprocess) || !(event->flags & musaEventDisableTiming))
+    return fail(musaErrorInvalidResourceHandle,
+                "musaIpcGetEventHandle: the event was not created with musaEventInterprocess | "
+                "musaEventDisableTiming (torch.musa.Event(interprocess=True))");
+  MUSA_DRIVER_OR_FAIL();
+  std::memset(handle, 0, sizeof(*handle));
+  return record(drv.ipcGetEventHandle(handle, event));
+}
+
+musaError_t musaIpcOpenEventHandle(musaEvent_t* event, musaIpcEventHandle_t handle) {
+  if (!event) return fail(musaErrorInvalidValue, "musaIpcOpenEventHandle: event is null");
+  MUSA_DRIVER_OR_FAIL();
+  if (auto e = checkDevice(st, t_device)) return e;
+  auto ev = std::make_unique<MUevent_st>();
+  ev->device = physical(st, t_device);
+  ev->flags = musaEventInterprocess | musaEventDisableTiming;
+  if (auto e = record(drv.ipcOpenEventHandle(ev.get(), handle))) return e;
+  *event = ev.release();
+  return musaSuccess;
 }
 
 musaError_t musaStreamBeginCapture(musaStream_t stream) {

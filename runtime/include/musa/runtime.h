@@ -60,6 +60,8 @@ constexpr unsigned musaStreamNonBlocking = 0x1;
 constexpr unsigned musaEventDefault = 0x0;
 constexpr unsigned musaEventBlockingSync = 0x1;
 constexpr unsigned musaEventDisableTiming = 0x2;
+constexpr unsigned musaEventInterprocess = 0x4;  // shareable with musaIpcGetEventHandle (needs DisableTiming)
+constexpr unsigned musaIpcMemLazyEnablePeerAccess = 0x1;
 
 struct musaDeviceProp {
   char name[256];
@@ -90,6 +92,14 @@ typedef struct MUevent_st* musaEvent_t;
 typedef struct MUgraph_st* musaGraph_t;
 typedef struct MUgraphExec_st* musaGraphExec_t;
 typedef unsigned long long musaMemGenericAllocationHandle_t;
+
+// Opaque handles naming device memory or an event to another process (as CUDA's, 64 bytes).
+struct musaIpcMemHandle_t {
+  char reserved[64];
+};
+struct musaIpcEventHandle_t {
+  char reserved[64];
+};
 
 // ---- errors ----
 const char* musaGetErrorName(musaError_t error);
@@ -184,6 +194,18 @@ musaError_t musaEventRecord(musaEvent_t event, musaStream_t stream);
 musaError_t musaEventQuery(musaEvent_t event);
 musaError_t musaEventSynchronize(musaEvent_t event);
 musaError_t musaEventElapsedTime(float* ms, musaEvent_t start, musaEvent_t end);
+
+// ---- sharing between processes (CUDA IPC's calls) ----
+// The allocation (musaMalloc, or one VMM mapping) that holds `ptr`: its base and size.
+musaError_t musaMemGetAddressRange(void** base, size_t* size, const void* ptr);
+// A handle to the whole allocation holding `ptr`; another process opens it at the allocation's base.
+musaError_t musaIpcGetMemHandle(musaIpcMemHandle_t* handle, void* ptr);
+// Maps another process's allocation into this one (current device's context); close with musaIpcCloseMemHandle.
+musaError_t musaIpcOpenMemHandle(void** ptr, musaIpcMemHandle_t handle, unsigned flags);
+musaError_t musaIpcCloseMemHandle(void* ptr);
+// Events made with musaEventInterprocess | musaEventDisableTiming.
+musaError_t musaIpcGetEventHandle(musaIpcEventHandle_t* handle, musaEvent_t event);
+musaError_t musaIpcOpenEventHandle(musaEvent_t* event, musaIpcEventHandle_t handle);
 
 // ---- stream capture and graphs ----
 musaError_t musaStreamBeginCapture(musaStream_t stream);  // global mode
