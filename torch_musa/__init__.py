@@ -143,7 +143,8 @@ from .amp import torchvision_ops as _torchvision_ops  # noqa: E402
 _import_hooks.after_import("torchvision", _torchvision_ops.register)  # autocast for torchvision's ops
 from . import _multiprocessing  # noqa: E402
 
-_multiprocessing.install()  # musa tensors sent to another process fail clearly there
+_multiprocessing.install()  # musa tensors sent to another process share their memory (IPC)
+ipc_collect = _multiprocessing.ipc_collect
 from . import _serialization  # noqa: E402
 
 _serialization.install()  # CUDA checkpoints without CUDA: the error names map_location='musa'
