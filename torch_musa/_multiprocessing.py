@@ -163,7 +163,8 @@ def install() -> None:
         reducer = table.get(cls)
         if reducer is not None and not getattr(reducer, "_musa_reducer", False):
             ForkingPickler.register(cls, _musa_first(reducer, musa_reducer))
-    from .streams import Event
+    from .streams import Event, _InterprocessEvent
 
-    ForkingPickler.register(Event, _reduce_event)
+    for cls in (Event, _InterprocessEvent):  # (the pickler's table is keyed by exact type)
+        ForkingPickler.register(cls, _reduce_event)
     atexit.register(_wait_for_receivers)
