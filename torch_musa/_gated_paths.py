@@ -406,6 +406,22 @@ def _dp_wrap_data_parallel_init(torch_fn):
     return __init__
 
 
+def _dp_wrap_data_parallel_fn(torch_fn):
+    @_functools.wraps(torch_fn)
+    def data_parallel(module, inputs, device_ids=None, output_device=None, *args, **kwargs):
+        """Adapts torch.nn.parallel.data_parallel (torch 2.11-2.15) as ``_dp_wrap_data_parallel_init``
+        does DataParallel.__init__: a musa module makes the available device type musa for the call."""
+        if not _dp_module_is_musa(module, device_ids, output_device):
+            return torch_fn(module, inputs, device_ids, output_device, *args, **kwargs)
+        token = _dp_device_type.set("musa")
+        try:
+            return torch_fn(module, inputs, device_ids, output_device, *args, **kwargs)
+        finally:
+            _dp_device_type.reset(token)
+
+    return data_parallel
+
+
 _DP_COMM_WRAPPERS = {
     "broadcast": _dp_wrap_broadcast,
     "broadcast_coalesced": _dp_wrap_broadcast_coalesced,
@@ -448,6 +464,10 @@ def install_data_parallel() -> None:
             _dp_originals[("torch._utils", "_get_available_device_type")]:
         data_parallel_module._get_available_device_type = torch._utils._get_available_device_type
     _dp_patch(data_parallel_module.DataParallel, "DataParallel", "__init__", _dp_wrap_data_parallel_init)
+    _dp_patch(data_parallel_module, "torch.nn.parallel.data_parallel", "data_parallel", _dp_wrap_data_parallel_fn)
+    parallel = sys.modules["torch.nn.parallel"]
+    if getattr(parallel, "data_parallel", None) is _dp_originals[("torch.nn.parallel.data_parallel", "data_parallel")]:
+        parallel.data_parallel = data_parallel_module.data_parallel
 
 
 # ============================================================================================

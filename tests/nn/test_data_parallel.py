@@ -198,6 +198,7 @@ def test_musa_device_type_when_cuda_is_available(monkeypatch):
     assert torch._utils._get_available_device_type() == "cuda"
     x = torch.randn(4, 3)
     torch.testing.assert_close(dp(x.musa()).cpu(), net(x))
+    torch.testing.assert_close(nn.parallel.data_parallel(dp.module, x.musa()).cpu(), net(x))
 
 
 def _outcome(fn, *args, **kwargs):
@@ -258,3 +259,6 @@ def test_wrappers_leave_cpu_and_cuda_calls_to_torch():
     torch_init(b, nn.Linear(2, 2))
     assert a.device_ids == b.device_ids
     assert getattr(a, "src_device_obj", None) == getattr(b, "src_device_obj", None)
+    torch_fn = _gated_paths._dp_originals[("torch.nn.parallel.data_parallel", "data_parallel")]
+    net = nn.Linear(3, 2)
+    _same_outcome(_outcome(nn.parallel.data_parallel, net, x), _outcome(torch_fn, net, x))
