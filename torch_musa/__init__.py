@@ -55,6 +55,9 @@ elif torch._C._get_privateuse1_backend_name() != "musa":
         "torch_musa cannot share a process with another PrivateUse1 backend"
     )
 
+if not hasattr(torch.version, "musa"):  # the MUSA runtime API level, as torch_musa writes it ("4030")
+    torch.version.musa = str(_C._runtime_version())
+
 from ._device import (  # noqa: E402
     _DeviceGuard,
     _exchange_device,

@@ -69,6 +69,11 @@ PYBIND11_MODULE(_C, m) {
   m.attr("_torch_version_minor") = TORCH_VERSION_MINOR;
 
   m.def("_driver_name", [] { return std::string(musaGetDriverName()); });
+  m.def("_runtime_version", [] {
+    int v = 0;
+    MUSA_CHECK(musaRuntimeGetVersion(&v));
+    return v;
+  });
   m.def("_built_drivers", [] { return std::string(musaGetBuiltDrivers()); });
   m.def("_device_count", [] { return static_cast<int>(device_count()); });
   m.def("_init_error", []() -> std::string {

@@ -103,6 +103,7 @@ struct PhysicalMemory {
   size_t size;
   int device;
   bool owns_fd;   // a standalone memfd (the pool was too fragmented)
+  int generation = 0;  // of the pool's file (host_memory_pool.h)
   int mappings = 0;
   bool released = false;
 };
@@ -123,13 +124,14 @@ class HostDriver final : public Driver {
     int fd = -1;             // the file the range maps (allocations and VMM mappings)
     size_t file_offset = 0;  // where in it
     bool owns_fd = false;    // a file of its own, not the device's pool
+    int generation = 0;      // of the pool's file (host_memory_pool.h)
   };
 
   // Gives an allocation's file range back (the pool's pages, or its own file).
   void releaseFile(const Range& r) {
     if (r.fd < 0) return;
     if (r.owns_fd) close(r.fd);
-    else returnToPool(r.device, r.file_offset, r.size);
+    else returnToPool(r.device, r.file_offset, r.size, r.generation);
   }
 
 
@@ -189,7 +191,7 @@ class HostDriver final : public Driver {
     {
       std::lock_guard<std::mutex> g(mu_);
       if (auto e = reserveCapacity(dev, rounded)) return e;
-      if (!carveFromPool(dev, rounded, &r.fd, &r.file_offset)) {
+      if (!carveFromPool(dev, rounded, &r.fd, &r.file_offset, &r.generation)) {
         r.fd = memfd_create("musa-memory", MFD_CLOEXEC);
         r.owns_fd = true;
         if (r.fd >= 0 && ftruncate(r.fd, static_cast<off_t>(rounded)) != 0) {
@@ -349,7 +351,7 @@ class HostDriver final : public Driver {
     std::lock_guard<std::mutex> g(mu_);
     if (auto e = reserveCapacity(dev, size)) return e;
     PhysicalMemory pm{-1, 0, size, dev, false};
-    if (!carveFromPool(dev, size, &pm.fd, &pm.offset)) {
+    if (!carveFromPool(dev, size, &pm.fd, &pm.offset, &pm.generation)) {
       pm.fd = memfd_create("musa-physical", MFD_CLOEXEC);
       pm.owns_fd = true;
       if (pm.fd < 0 || ftruncate(pm.fd, static_cast<off_t>(size)) != 0) {
@@ -364,16 +366,18 @@ class HostDriver final : public Driver {
     return musaSuccess;
   }
 
-  bool carveFromPool(int dev, size_t size, int* fd, size_t* offset) {
-    return devices_[dev].pool.carve(roundUp(devices_[dev].capacity, kGranularity), size, fd, offset);
+  bool carveFromPool(int dev, size_t size, int* fd, size_t* offset, int* generation) {
+    return devices_[dev].pool.carve(roundUp(devices_[dev].capacity, kGranularity), size, fd, offset, generation);
   }
-  void returnToPool(int dev, size_t offset, size_t size) { devices_[dev].pool.giveBack(offset, size); }
+  void returnToPool(int dev, size_t offset, size_t size, int generation) {
+    devices_[dev].pool.giveBack(offset, size, generation);
+  }
 
   void maybeDropPhysical(musaMemGenericAllocationHandle_t id) {
     auto& pm = physical_[id];
     if (pm.released && pm.mappings == 0) {
       if (pm.owns_fd) close(pm.fd);
-      else returnToPool(pm.device, pm.offset, pm.size);
+      else returnToPool(pm.device, pm.offset, pm.size, pm.generation);
       devices_[pm.device].used -= pm.size;
       physical_.erase(id);
     }

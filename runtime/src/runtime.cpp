@@ -253,6 +253,12 @@ musaError_t musaSetLastError(musaError_t e, const char* message) {
   return fail(e, message ? message : "");
 }
 
+musaError_t musaRuntimeGetVersion(int* version) {
+  if (!version) return fail(musaErrorInvalidValue, "musaRuntimeGetVersion: version is null");
+  *version = MUSART_VERSION;
+  return musaSuccess;
+}
+
 const char* musaGetDriverName() {
   State& st = state();
   return st.driver ? st.driver->name() : "none";

@@ -163,3 +163,32 @@ def test_accelerator_streams_on_device1(two_devices):
     finally:
         acc.set_stream(torch.musa.default_stream(1))
         acc.set_device_index(0)
+
+
+def test_device_capability_lists_the_dtypes_musa_tensors_hold():
+    caps = _need("get_device_capability")("musa:0")
+    dtypes = caps["supported_dtypes"]
+    assert caps == acc.get_device_capability() == acc.get_device_capability(0)
+    assert {torch.float32, torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.complex64} <= dtypes
+    probe = torch.tensor([0, 1, 2, 3])
+    for dt in dtypes:  # each one is allocated on musa and converts as on the CPU
+        assert torch.empty(2, dtype=dt, device="musa").dtype == dt
+        try:
+            want = probe.to(dt).to(torch.float64)
+        except (RuntimeError, NotImplementedError):  # no conversion on the CPU either (float4 packs)
+            continue
+        musa = probe.to("musa").to(dt)
+        assert musa.dtype == dt and musa.device.type == "musa"
+        torch.testing.assert_close(musa.to(torch.float64).cpu(), want)
+    for dt in (torch.qint8, torch.quint8, torch.qint32):  # not stored on musa (yet): not claimed
+        assert dt not in dtypes
+    # The versioned capability agrees with the device properties, as torch.cuda's does.
+    props = torch.musa.get_device_properties(0)
+    assert torch.musa.get_device_capability() == (props.major, props.minor)
+    with pytest.raises(RuntimeError, match="device"):
+        acc.get_device_capability(torch.musa.device_count())
+
+
+def test_torch_version_musa_is_the_runtime_api_level():
+    assert isinstance(torch.version.musa, str)
+    assert float(torch.version.musa) >= 4000  # how torch_musa programs gate on it

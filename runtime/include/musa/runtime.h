@@ -116,6 +116,9 @@ musaError_t musaSetLastError(musaError_t error, const char* message);
 // ---- driver ----
 // Name of the active driver ("host" or "cuda"); chosen by TORCH_MUSA_DRIVER.
 const char* musaGetDriverName();
+// The MUSA runtime API level this runtime implements, as MUSA writes it: major * 1000 + minor * 10 + patch.
+constexpr int MUSART_VERSION = 4030;
+musaError_t musaRuntimeGetVersion(int* version);
 // Names of the drivers compiled into this runtime, comma-separated.
 const char* musaGetBuiltDrivers();
 
