@@ -150,6 +150,15 @@ def _wait_for_receivers() -> None:
         )
 
 
+def _release_received() -> None:
+    """At exit, what this process received is released to its senders (a storage still referenced
+    during interpreter finalization would otherwise never be)."""
+    from ._device import is_initialized
+
+    if is_initialized():
+        _ipc()._release_all_received()
+
+
 def install() -> None:
     """Registers the musa reducers in front of torch's (which torch.multiprocessing registers first)."""
     import torch.multiprocessing.reductions  # noqa: F401  (registers torch's reducers first)
@@ -168,3 +177,4 @@ def install() -> None:
     for cls in (Event, _InterprocessEvent):  # (the pickler's table is keyed by exact type)
         ForkingPickler.register(cls, _reduce_event)
     atexit.register(_wait_for_receivers)
+    atexit.register(_release_received)  # (runs first: a process both sends and receives)

@@ -60,6 +60,7 @@ void bind_python(py::module& parent) {
   });
   m.def("_release_counter", [](const py::tuple& counter) { release(counter_from(counter)); });
   m.def("_collect", [] { return collect(); }, "drops sent blocks receivers released; returns how many remain");
+  m.def("_release_all_received", [] { release_all_received(); });
 
   m.def("_event_create", [](int device) {
     DeviceScope scope(static_cast<c10::DeviceIndex>(device));

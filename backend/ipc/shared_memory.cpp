@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 
 #include "core/device.h"
 #include "core/musa_check.h"
@@ -43,11 +44,20 @@ struct ReceivedMemory {
   CounterSlot counter;
 };
 
+// Received memory still held, so exit can release it (storages may outlive finalization).
+std::mutex g_live_mu;
+std::set<ReceivedMemory*> g_live;
+
 void release_received(void* ctx) {
   auto* r = static_cast<ReceivedMemory*>(ctx);
   // Work this process queued on the memory must finish before the sender may reuse it.
   if (r->allocation.use_count() == 1) (void)musaDeviceSynchronize(), (void)musaGetLastError();
-  CounterSlot counter = r->counter;
+  CounterSlot counter;
+  {
+    std::lock_guard<std::mutex> g(g_live_mu);
+    g_live.erase(r);
+    counter = r->counter;  // (slot -1 once released at exit)
+  }
   delete r;  // unmaps with the last storage over the allocation
   release(counter);
 }
@@ -108,9 +118,24 @@ c10::Storage open(const SharedStorage& s) {
     MUSA_CHECK(musaEventDestroy(event));
   }
   void* data = static_cast<char*>(allocation->base) + s.offset_bytes;
-  c10::DataPtr ptr(data, new ReceivedMemory{std::move(allocation), s.counter}, &release_received, device);
+  auto* received = new ReceivedMemory{std::move(allocation), s.counter};
+  {
+    std::lock_guard<std::mutex> g(g_live_mu);
+    g_live.insert(received);
+  }
+  c10::DataPtr ptr(data, received, &release_received, device);
   return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), s.nbytes,
                                                             std::move(ptr), nullptr, false));
+}
+
+void release_all_received() {
+  std::lock_guard<std::mutex> g(g_live_mu);
+  if (g_live.empty()) return;
+  (void)musaDeviceSynchronize(), (void)musaGetLastError();
+  for (ReceivedMemory* r : g_live) {
+    release(r->counter);
+    r->counter.slot = -1;
+  }
 }
 
 }  // namespace torch_musa::ipc

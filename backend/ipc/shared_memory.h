@@ -25,5 +25,8 @@ struct SharedStorage {
 
 SharedStorage share(const c10::Storage& storage);
 c10::Storage open(const SharedStorage& shared);
+// At exit: lets every sender reuse what this process still holds of its memory (after this
+// process's queued work), since storages may never be freed during interpreter finalization.
+void release_all_received();
 
 }  // namespace torch_musa::ipc

@@ -158,9 +158,11 @@ def test_supported_versions_are_2_11_to_2_15(monkeypatch):
             version_gate.check()
 
 
-def test_interprocess_event_rejected():
-    with pytest.raises(NotImplementedError):
-        torch.musa.Event(interprocess=True)
+def test_interprocess_event_handle_from_garbage_is_an_error():
+    with pytest.raises(RuntimeError, match="(?i)handle"):
+        torch.musa.Event.from_ipc_handle(0, b"\0" * 64)
+    with pytest.raises(ValueError, match="64 bytes"):
+        torch.musa.Event.from_ipc_handle(0, b"short")
 
 
 @pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")

@@ -224,6 +224,8 @@ def _train(rank, model, data, target, steps):
 
 
 def test_spawned_training_updates_the_shared_model_as_training_here_would():
+    torch.musa.ipc_collect()
+    before = torch.musa.memory_allocated()
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 2).musa()
     reference = torch.nn.Linear(4, 2).musa()
@@ -234,3 +236,7 @@ def test_spawned_training_updates_the_shared_model_as_training_here_would():
     _train(0, reference, data, target, 5)
     for got, want in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(got, want)
+    # The exited trainer released what it received, so all of it is freed here.
+    del model, reference, data, target, got, want
+    torch.musa.ipc_collect()
+    assert torch.musa.memory_allocated() == before
