@@ -31,19 +31,44 @@ def _ipc():
     return _C._ipc
 
 
-def _share(tensor):
-    """(device, handle, offset_bytes, nbytes, counter, event_handle) for the storage under `tensor`."""
+def _share_musa_(self):
+    """``UntypedStorage._share_musa_()``, as ``_share_cuda_()``: (device, handle, storage_size_bytes,
+    storage_offset_bytes, ref_counter_handle, ref_counter_offset, event_handle, event_sync_required)."""
+    if self.device.type != "musa":
+        raise RuntimeError(f"_share_musa_: only a musa storage can be shared this way, got one on {self.device}")
+    whole = torch.empty(0, dtype=torch.uint8, device=self.device).set_(self)
+    device, handle, offset_bytes, nbytes, counter, event_handle = _ipc()._share_storage(whole)
+    return (device, handle, nbytes, offset_bytes, counter[:3], counter[3], event_handle, event_handle is not None)
+
+
+def _new_shared_musa(cls, device, handle, size_bytes, offset_bytes, ref_counter_handle, ref_counter_offset,
+                     event_handle, event_sync_required):
+    """``UntypedStorage._new_shared_musa(...)``, as ``_new_shared_cuda``: opens what ``_share_musa_`` gave."""
+    from ._device import _lazy_init
+
+    _lazy_init()
+    return _ipc()._open_storage(device, handle, offset_bytes, size_bytes,
+                                tuple(ref_counter_handle) + (ref_counter_offset,),
+                                event_handle if event_sync_required else None).untyped_storage()
+
+
+def _release_ipc_counter_musa(cls, ref_counter_handle, ref_counter_offset, device=None):
+    """``UntypedStorage._release_ipc_counter_musa``, as ``_release_ipc_counter_cuda``."""
+    _ipc()._release_counter(tuple(ref_counter_handle) + (ref_counter_offset,))
+
+
+def _share(storage):
     from torch.multiprocessing.reductions import StorageWeakRef, shared_cache
 
-    shared = _ipc()._share_storage(tensor)
+    shared = storage._share_musa_()
     # A round trip into this same process finds the storage itself (torch's cache, as for cuda).
-    shared_cache[_cache_key(shared)] = StorageWeakRef(tensor.untyped_storage())
+    shared_cache[_cache_key(shared)] = StorageWeakRef(storage)
     return shared
 
 
 def _cache_key(shared):
-    device, handle, offset_bytes, nbytes = shared[:4]
-    return ("musa", device, handle, offset_bytes, nbytes)
+    device, handle, size_bytes, offset_bytes = shared[:4]
+    return ("musa", device, handle, offset_bytes, size_bytes)
 
 
 def _open(shared) -> torch.UntypedStorage:
@@ -52,12 +77,9 @@ def _open(shared) -> torch.UntypedStorage:
     key = _cache_key(shared)
     storage = storage_from_cache(torch.UntypedStorage, key) if shared[1] else None
     if storage is not None:
-        _ipc()._release_counter(shared[4])  # this process holds it already
+        torch.UntypedStorage._release_ipc_counter_musa(*shared[4:6])  # this process holds it already
         return storage
-    from ._device import _lazy_init
-
-    _lazy_init()
-    storage = _ipc()._open_storage(*shared).untyped_storage()
+    storage = torch.UntypedStorage._new_shared_musa(*shared)
     if shared[1]:
         shared_cache[key] = StorageWeakRef(storage)
     return storage
@@ -91,7 +113,7 @@ def _reduce_musa_tensor(tensor):
     return (
         _rebuild_musa_tensor,
         (type(tensor), tensor.size(), tensor.stride(), tensor.storage_offset(), tensor.dtype,
-         tensor.requires_grad, _share(tensor)),
+         tensor.requires_grad, _share(tensor.untyped_storage())),
     )
 
 
@@ -100,8 +122,7 @@ def _rebuild_musa_storage(shared):
 
 
 def _reduce_musa_storage(storage):
-    whole = torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
-    return (_rebuild_musa_storage, (_share(whole),))
+    return (_rebuild_musa_storage, (_share(storage),))
 
 
 def _musa_first(torch_reducer, musa_reducer):
@@ -162,6 +183,11 @@ def _release_received() -> None:
 def install() -> None:
     """Registers the musa reducers in front of torch's (which torch.multiprocessing registers first)."""
     import torch.multiprocessing.reductions  # noqa: F401  (registers torch's reducers first)
+
+    # torch.cuda's storage-sharing methods under musa's names (added; torch's cuda ones untouched).
+    torch.UntypedStorage._share_musa_ = _share_musa_
+    torch.UntypedStorage._new_shared_musa = classmethod(_new_shared_musa)
+    torch.UntypedStorage._release_ipc_counter_musa = classmethod(_release_ipc_counter_musa)
 
     table = ForkingPickler._extra_reducers
     for cls, musa_reducer in [

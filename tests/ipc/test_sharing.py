@@ -32,6 +32,10 @@ def _peer(inbox, outbox):
         if op == "echo":
             t = msg[1]
             outbox.put((t.device.type, t.dtype, tuple(t.shape), t.cpu()))
+        elif op == "storage":
+            s = msg[1]
+            outbox.put((type(s).__name__, s.device.type, s.nbytes(), torch.empty(0, dtype=torch.uint8,
+                        device=s.device).set_(s).cpu()))
         elif op == "add":
             msg[1].add_(msg[2])
             _sync()
@@ -90,6 +94,22 @@ def test_tensors_of_any_layout_and_dtype_arrive_as_musa_tensors(peer):
         device_type, dtype, shape, values = ask("echo", musa)
         assert (device_type, dtype, shape) == ("musa", cpu.dtype, tuple(cpu.shape))
         torch.testing.assert_close(values, cpu)
+
+
+def test_storages_travel_too_and_share_musa_is_share_cuda_for_musa(peer):
+    ask = peer[0]
+    t = torch.arange(6, dtype=torch.int16, device="musa")
+    kind, device_type, nbytes, data = ask("storage", t.untyped_storage())
+    assert (kind, device_type, nbytes) == ("UntypedStorage", "musa", 12)
+    assert data.tolist() == list(t.cpu().numpy().view("uint8"))
+    # torch.cuda's storage-sharing calls under musa's names, same tuple shape as _share_cuda_().
+    shared = t.untyped_storage()._share_musa_()
+    assert len(shared) == 8 and shared[0] == 0 and shared[2] == 12 and isinstance(shared[1], bytes)
+    torch.UntypedStorage._release_ipc_counter_musa(shared[4], shared[5])
+    with pytest.raises(RuntimeError, match="only a musa storage"):
+        torch.arange(3).untyped_storage()._share_musa_()
+    assert not hasattr(torch.arange(3).untyped_storage(), "_share_musa") and \
+        torch.UntypedStorage._share_cuda_ is not torch.UntypedStorage._share_musa_
 
 
 def test_writes_are_seen_in_both_processes(peer):
