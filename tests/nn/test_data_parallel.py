@@ -262,3 +262,14 @@ def test_wrappers_leave_cpu_and_cuda_calls_to_torch():
     torch_fn = _gated_paths._dp_originals[("torch.nn.parallel.data_parallel", "data_parallel")]
     net = nn.Linear(3, 2)
     _same_outcome(_outcome(nn.parallel.data_parallel, net, x), _outcome(torch_fn, net, x))
+
+
+def test_torch_musa_comm_is_torch_cuda_comm_for_musa_tensors():
+    _needs_two()
+    x = torch.arange(12.0).reshape(4, 3)
+    parts = torch.musa.comm.scatter(x.to("musa:0"), [0, 1])
+    assert [p.device for p in parts] == [torch.device("musa", 0), torch.device("musa", 1)]
+    torch.testing.assert_close(torch.musa.comm.gather(parts, destination="cpu"), x)
+    copies = torch.musa.comm.broadcast(x.to("musa:0"), [0, 1])
+    torch.testing.assert_close(torch.musa.comm.reduce_add(copies, destination=1).cpu(), 2 * x)
+    assert set(torch.musa.comm.__all__) <= set(dir(comm))  # torch.cuda.comm's names
