@@ -239,7 +239,85 @@ def install_data_parallel() -> None:
 # ============================================================================================
 
 
+# ============================================================================================
+# BEGIN SECTION: flex_attention (torch.nn.attention.flex_attention, Inductor's flex configs)
+# ============================================================================================
+_fa_originals = {}  # (owner name, attribute) -> torch's own function
+
+
+def _fa_wrap_validate_device(torch_fn):
+    @_functools.wraps(torch_fn)
+    def _validate_device(query, key, value):
+        """Adapts torch.nn.attention.flex_attention._validate_device (torch 2.11-2.15), which
+        flex_attention() calls through the module global: it accepts a hard-coded device list
+        ({"cuda", "cpu", "xpu", "hpu", "mps"}) and raises ValueError for any other. A musa query
+        passes (with backward, as on CUDA: eager runs torch's dense implementation of the
+        higher-order op over musa memory; compiled graphs get Inductor's kernels); any other
+        query gets torch's check. Like torch, it looks at the query only (flex_attention has
+        checked that q, k and v share a device)."""
+        if isinstance(query, _torch.Tensor) and query.device.type == "musa":
+            return None
+        return torch_fn(query, key, value)
+
+    return _validate_device
+
+
+def _fa_wrap_get_config_heuristics(torch_fn):
+    @_functools.wraps(torch_fn)
+    def get_config_heuristics(self, device_type="cuda"):
+        """Adapts torch._inductor.choices.InductorChoices.get_config_heuristics (torch 2.11-2.15),
+        whose device list (cuda, xpu, cpu, mtia) gives every other device the generic
+        BaseConfigHeuristic: its flex_attention backward config is 16x16 blocks, several times
+        slower than CUDA's. On the cuda driver musa is the same NVIDIA GPU, so "musa" gets torch's
+        answer for "cuda" (flex_attention forward, backward and decoding configs, and the conv
+        configs that ask the same method). On the host driver, and for any other device type,
+        it is torch's answer."""
+        if device_type == "musa" and _fa_on_cuda_driver():
+            device_type = "cuda"
+        return torch_fn(self, device_type)
+
+    return get_config_heuristics
+
+
+def _fa_on_cuda_driver() -> bool:
+    import torch_musa
+
+    return torch_musa.get_driver_name() == "cuda"
+
+
+def _fa_patch(owner, owner_name, attr, make) -> None:
+    key = (owner_name, attr)
+    if key in _fa_originals or not hasattr(owner, attr):
+        return  # installed already, or a torch without this function (nothing to adapt)
+    original = getattr(owner, attr)
+    _fa_originals[key] = original
+    setattr(owner, attr, make(original))
+
+
+def _fa_install_frontend(module) -> None:
+    _fa_patch(module, "torch.nn.attention.flex_attention", "_validate_device", _fa_wrap_validate_device)
+
+
+def _fa_install_choices(module) -> None:
+    _fa_patch(module.InductorChoices, "InductorChoices", "get_config_heuristics", _fa_wrap_get_config_heuristics)
+
+
+def install_flex_attention() -> None:
+    """Installs the flex_attention wrappers when their torch modules load (``import torch`` loads
+    neither torch.nn.attention.flex_attention nor Inductor), or at once if they have."""
+    from torch_musa._import_hooks import after_import
+
+    after_import("torch.nn.attention.flex_attention", _fa_install_frontend)
+    after_import("torch._inductor.choices", _fa_install_choices)
+
+
+# ============================================================================================
+# END SECTION: flex_attention
+# ============================================================================================
+
+
 def install() -> None:
     """Installs every section's wrappers; torch_musa calls this at import (each installer is
     idempotent and cheap: it wraps modules ``import torch`` has loaded, or hooks their import)."""
     install_data_parallel()
+    install_flex_attention()

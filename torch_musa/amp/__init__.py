@@ -4,6 +4,11 @@ import functools
 import torch
 
 from .grad_scaler import GradScaler
+from .._import_hooks import after_import as _after_import
+from . import flex_attention as _flex_attention
+
+# flex_attention's autocast kernel for musa (torch registers CUDA's and CPU's); import torch loads the op
+_after_import("torch._higher_order_ops.flex_attention", _flex_attention.register)
 
 
 def get_amp_supported_dtype():
