@@ -134,6 +134,12 @@ class KernelDevicePass(CustomGraphModulePass):
                     if node.op in ("placeholder", "call_function"):
                         _move_node_to_cpu(node, cpu_fake)
                 sub.recompile()
+        # flex_attention that Inductor's CPU template refuses (training) runs torch's dense
+        # implementation, traced into this CPU graph; its results stand for the op's.
+        from .flex_dense import decompose_where_needed
+
+        for old, new in decompose_where_needed(gm, fake_mode).items():
+            originals[new] = originals.get(old)
 
         # 4. Results that were musa go back as musa tensors over the same memory.
         def back_to_musa(a: Any) -> Any:
@@ -154,8 +160,13 @@ class KernelDevicePass(CustomGraphModulePass):
         gm.recompile()
 
     def uuid(self) -> Optional[Any]:
-        with open(__file__, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
+        from . import flex_dense
+
+        digest = hashlib.sha256()
+        for path in (__file__, flex_dense.__file__):
+            with open(path, "rb") as f:
+                digest.update(f.read())
+        return digest.hexdigest()
 
 
 def _strip_boundary(graph: torch.fx.Graph) -> None:
