@@ -86,9 +86,25 @@ class MusaCachingAllocator final : public c10::DeviceAllocator {
     std::shared_ptr<c10::GatheredContext> ctx;
     // Gathered outside the allocator lock: gathering may take the GIL.
     if (g_record_enabled.load()) ctx = gather_context(1);
-    Block* b = device(d).malloc(nbytes, stream, std::move(ctx));
+    Block* b = nullptr;
+    try {
+      b = device(d).malloc(nbytes, stream, std::move(ctx));
+    } catch (const c10::OutOfMemoryError&) {
+      report_oom_to_profiler(d, nbytes);
+      throw;
+    }
     report_to_profiler(b->ptr, d, static_cast<int64_t>(b->size));
     return b;
+  }
+
+  // An out-of-memory inside torch.profiler(profile_memory=True) is an
+  // [OutOfMemory] event (the rounded request, the device's totals), as CUDA's
+  // caching allocator reports it.
+  void report_oom_to_profiler(c10::DeviceIndex d, size_t nbytes) {
+    if (C10_LIKELY(!c10::memoryProfilingEnabled())) return;
+    auto [allocated, reserved] = device(d).allocated_and_reserved();
+    c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(round_size(nbytes, allocator_config())), allocated,
+                                     reserved, c10::Device(c10::DeviceType::PrivateUse1, d));
   }
 
   // torch.profiler(profile_memory=True) sees every block handed out and
@@ -196,6 +212,20 @@ void* raw_alloc_with_stream(size_t nbytes, void* stream) {
 }
 
 bool is_allocated_block(void* ptr) { return ptr && g_allocator.owns(ptr); }
+
+bool expandable_extents(const c10::DataPtr& ptr, std::vector<BlockExtent>* extents, size_t* offset_in_first) {
+  if (ptr.get_deleter() != &detail::delete_block || !ptr.get_context()) return false;
+  auto* b = static_cast<detail::Block*>(ptr.get_context());
+  if (!b->expandable) return false;
+  // The block is live, so its extents stay mapped while the caller reads them.
+  size_t offset = static_cast<size_t>(b->ptr - b->expandable->base());
+  auto found = b->expandable->extents(offset, b->size);
+  if (found.empty()) return false;
+  extents->clear();
+  for (const auto& e : found) extents->push_back({e.size, e.handle});
+  *offset_in_first = offset - found.front().offset;
+  return true;
+}
 
 void* raw_alloc(size_t nbytes) {
   auto d = current_device();

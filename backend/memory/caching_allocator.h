@@ -8,6 +8,7 @@
 
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Stream.h>
+#include <musa/runtime.h>
 
 #include <functional>
 #include <memory>
@@ -36,6 +37,14 @@ void* raw_alloc_with_stream(size_t nbytes, void* stream);
 void raw_delete(void* ptr);
 // Whether `ptr` starts a block the musa allocator has handed out and not yet had back.
 bool is_allocated_block(void* ptr);
+
+// The physical extents of an expandable segment under the block `ptr` holds, and the offset of
+// the block's start in the first one; false when the block is not in an expandable segment.
+struct BlockExtent {
+  size_t size;
+  musaMemGenericAllocationHandle_t handle;
+};
+bool expandable_extents(const c10::DataPtr& ptr, std::vector<BlockExtent>* extents, size_t* offset_in_first);
 
 // Counters torch.cuda reports that c10's DeviceStats may not carry on every
 // supported torch version.

@@ -99,6 +99,18 @@ bool ExpandableSegment::map(size_t offset, size_t len, size_t* count, std::strin
   return true;
 }
 
+std::vector<ExpandableSegment::Extent> ExpandableSegment::extents(size_t offset, size_t len) const {
+  std::vector<Extent> out;
+  size_t first = offset / page_, last = (offset + len + page_ - 1) / page_;
+  for (size_t i = first; i < last && i < extent_of_.size();) {
+    uint32_t e = extent_of_[i];
+    if (e == kUnmapped) return {};
+    out.push_back({e * page_, extent_pages_[e] * page_, handles_[e]});
+    i = e + extent_pages_[e];
+  }
+  return out;
+}
+
 std::pair<size_t, size_t> ExpandableSegment::whole_extents(size_t offset, size_t len, size_t max_bytes) const {
   size_t lo = (offset + page_ - 1) / page_, hi = (offset + len) / page_;
   // Move lo forward and hi back to extent boundaries.

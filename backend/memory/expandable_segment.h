@@ -73,6 +73,16 @@ class ExpandableSegment {
   // Frees the spare physical extents; returns how many.
   size_t release_spares();
 
+  // A mapped extent: where it starts in the segment, its length, its physical memory.
+  struct Extent {
+    size_t offset;
+    size_t size;
+    musaMemGenericAllocationHandle_t handle;
+  };
+  // The extents holding [offset, offset + len), in order (empty if a page there is unmapped):
+  // what another process maps to share a block (backend/ipc).
+  std::vector<Extent> extents(size_t offset, size_t len) const;
+
  private:
   static constexpr uint32_t kUnmapped = UINT32_MAX;
   c10::DeviceIndex device_;

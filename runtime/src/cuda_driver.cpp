@@ -15,6 +15,7 @@
 // - Capture maps musaStreamCaptureMode onto cudaStreamCaptureMode (global by default).
 // - Tasks (musaLaunchTask) run on a CUDA callback thread and, like any
 //   cudaLaunchHostFunc callback, must not call into the MUSA/CUDA runtime.
+#include "cuda_shareable.h"
 #include "cuda_support.h"
 #include "driver.h"
 
@@ -101,13 +102,24 @@ cudaStream_t nat(MUstream_st* s) { return static_cast<cudaStream_t>(s->native); 
 cudaEvent_t nat(MUevent_st* e) { return static_cast<cudaEvent_t>(e->native); }
 CUdeviceptr dptr(const void* p) { return static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)); }
 
-CUmemAllocationProp deviceAllocProp(int dev) {
+// Whether physical memory of `dev` can be exported as a POSIX file descriptor (to share it).
+bool posixFdShareable(int dev) {
+  int supported = 0;
+  CUdevice d = 0;
+  if (!g_cu.cuDeviceGet || !g_cu.cuDeviceGetAttribute || g_cu.cuDeviceGet(&d, dev) != CUDA_SUCCESS ||
+      g_cu.cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, d) !=
+          CUDA_SUCCESS)
+    return false;
+  return supported != 0;
+}
+
+CUmemAllocationProp deviceAllocProp(int dev, bool shareable = false) {
   CUmemAllocationProp prop;
   std::memset(&prop, 0, sizeof prop);
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = dev;
-  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  prop.requestedHandleTypes = shareable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
   return prop;
 }
 
@@ -274,8 +286,17 @@ class CudaDriver final : public Driver {
     static_assert(sizeof(musaMemGenericAllocationHandle_t) == sizeof(CUmemGenericAllocationHandle),
                   "allocation handle types must match");
     GUARD_CTX(dev);
-    CUmemAllocationProp prop = deviceAllocProp(dev);
+    // Shareable with other processes where the device allows it (musaMemExportToShareableHandle).
+    CUmemAllocationProp prop = deviceAllocProp(dev, posixFdShareable(dev));
     CUmemGenericAllocationHandle handle = 0;
+    if (prop.requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE && g_cu.cuMemCreate &&
+        g_cu.cuMemCreate(&handle, size, &prop, 0) == CUDA_SUCCESS) {
+      std::lock_guard<std::mutex> g(mu_);
+      handles_.insert(handle);
+      *h = handle;
+      return musaSuccess;
+    }
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;  // (a container may refuse file descriptors)
     size_t free = 0, total = 0;
     CU_TRY(cuMemCreate, (&handle, size, &prop, 0),
            "cuMemCreate(" + human(size) + ")" +
@@ -293,8 +314,55 @@ class CudaDriver final : public Driver {
     RelaxedCaptureMode relaxed;
     if (!knownHandle(h, true))
       return fail(musaErrorInvalidValue, "musaMemRelease: unknown or already released handle");
+    int exported = -1;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      auto it = exported_.find(h);
+      if (it != exported_.end()) exported = it->second, exported_.erase(it);
+    }
+    if (exported >= 0) close(exported);
     GUARD_CTX(workDevice());
     CU_TRY(cuMemRelease, (h), "cuMemRelease", -1);
+    return musaSuccess;
+  }
+
+  musaError_t memExport(musaIpcMemHandle_t* shareable, musaMemGenericAllocationHandle_t h) override {
+    if (!knownHandle(h, false))
+      return fail(musaErrorInvalidValue, "musaMemExportToShareableHandle: unknown or released physical memory handle");
+    int fd = -1;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      auto it = exported_.find(h);
+      if (it != exported_.end()) fd = it->second;
+    }
+    if (fd < 0) {  // one descriptor per physical allocation, closed when it is released
+      GUARD_CTX(workDevice());
+      CU_TRY(cuMemExportToShareableHandle, (&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+             "cuMemExportToShareableHandle (this GPU or container does not share physical memory as file "
+             "descriptors; set PYTORCH_MUSA_ALLOC_CONF=expandable_segments:False in the sending process)",
+             -1);
+      std::lock_guard<std::mutex> g(mu_);
+      exported_[h] = fd;
+    }
+    cuda_shareable::describe(fd, shareable);
+    return musaSuccess;
+  }
+
+  musaError_t memImport(int dev, musaMemGenericAllocationHandle_t* h, const musaIpcMemHandle_t& shareable) override {
+    RelaxedCaptureMode relaxed;
+    int fd = -1;
+    if (auto e = cuda_shareable::take(shareable, &fd)) return e;
+    GUARD_CTX(dev);
+    CUmemGenericAllocationHandle handle = 0;
+    CUresult r = g_cu.cuMemImportFromShareableHandle
+                     ? g_cu.cuMemImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)),
+                                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+                     : CUDA_ERROR_NOT_SUPPORTED;
+    close(fd);
+    if (r != CUDA_SUCCESS) return cuFail(r, "cuMemImportFromShareableHandle", dev);
+    std::lock_guard<std::mutex> g(mu_);
+    handles_.insert(handle);
+    *h = handle;
     return musaSuccess;
   }
 
@@ -711,6 +779,7 @@ class CudaDriver final : public Driver {
   std::unordered_map<unsigned long long, std::shared_ptr<TaskList>> captures_;  // capture id -> tasks
   TaskList orphans_;
   std::unordered_set<musaMemGenericAllocationHandle_t> handles_;  // live memCreate handles
+  std::unordered_map<musaMemGenericAllocationHandle_t, int> exported_;  // their exported descriptors
 };
 
 }  // namespace

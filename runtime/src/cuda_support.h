@@ -84,7 +84,8 @@ inline musaError_t cudaFail(cudaError_t e, const std::string& what, int dev = -1
 #define MUSA_CU_FUNCTIONS(X)                                                               \
   X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGet) X(cuDevicePrimaryCtxGetState)      \
   X(cuMemGetAllocationGranularity) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) \
-  X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAddressRange)
+  X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAddressRange) \
+  X(cuDeviceGetAttribute) X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)
 
 struct CuApi {
 #define X(fn) decltype(&::fn) fn = nullptr;

@@ -70,6 +70,9 @@ class Driver {
   virtual musaError_t addressFree(void* ptr, size_t size) = 0;
   virtual musaError_t memCreate(musaMemGenericAllocationHandle_t* h, size_t size, int dev) = 0;
   virtual musaError_t memRelease(musaMemGenericAllocationHandle_t h) = 0;
+  virtual musaError_t memExport(musaIpcMemHandle_t* shareable, musaMemGenericAllocationHandle_t h) = 0;
+  // Imports onto the caller's current (physical) device `dev`.
+  virtual musaError_t memImport(int dev, musaMemGenericAllocationHandle_t* h, const musaIpcMemHandle_t& shareable) = 0;
   virtual musaError_t memMap(void* ptr, size_t size, size_t offset,
                              musaMemGenericAllocationHandle_t h) = 0;
   virtual musaError_t memUnmap(void* ptr, size_t size) = 0;

@@ -102,8 +102,9 @@ struct PhysicalMemory {
   size_t offset;  // within fd
   size_t size;
   int device;
-  bool owns_fd;   // a standalone memfd (the pool was too fragmented)
+  bool owns_fd;   // a standalone memfd (the pool was too fragmented), or an imported file
   int generation = 0;  // of the pool's file (host_memory_pool.h)
+  bool imported = false;  // another process's memory (musaMemImportFromShareableHandle): not ours to count
   int mappings = 0;
   bool released = false;
 };
@@ -378,7 +379,7 @@ class HostDriver final : public Driver {
     if (pm.released && pm.mappings == 0) {
       if (pm.owns_fd) close(pm.fd);
       else returnToPool(pm.device, pm.offset, pm.size, pm.generation);
-      devices_[pm.device].used -= pm.size;
+      if (!pm.imported) devices_[pm.device].used -= pm.size;
       physical_.erase(id);
     }
   }
@@ -390,6 +391,31 @@ class HostDriver final : public Driver {
       return fail(musaErrorInvalidValue, "musaMemRelease: unknown or already released handle");
     it->second.released = true;
     maybeDropPhysical(h);
+    return musaSuccess;
+  }
+
+  musaError_t memExport(musaIpcMemHandle_t* shareable, musaMemGenericAllocationHandle_t h) override {
+    std::lock_guard<std::mutex> g(mu_);
+    auto pm = physical_.find(h);
+    if (pm == physical_.end() || pm->second.released)
+      return fail(musaErrorInvalidValue, "musaMemExportToShareableHandle: unknown physical memory handle");
+    if (pm->second.imported)
+      return fail(musaErrorInvalidValue,
+                  "musaMemExportToShareableHandle: the memory was imported from another process; export it there");
+    return hostIpcExport({pm->second.fd, pm->second.offset, pm->second.size, pm->second.device}, shareable);
+  }
+
+  musaError_t memImport(int, musaMemGenericAllocationHandle_t* h, const musaIpcMemHandle_t& shareable) override {
+    HostIpcRange range{};
+    if (auto e = hostIpcOpen(shareable, &range))
+      return fail(musaErrorInvalidResourceHandle,
+                  std::string("musaMemImportFromShareableHandle: ") + musaGetLastErrorMessage());
+    std::lock_guard<std::mutex> g(mu_);
+    PhysicalMemory pm{range.fd, range.offset, range.size, range.device, /*owns_fd=*/true};
+    pm.imported = true;
+    musaMemGenericAllocationHandle_t id = ++next_handle_;
+    physical_[id] = pm;
+    *h = id;
     return musaSuccess;
   }
 
@@ -487,7 +513,8 @@ class HostDriver final : public Driver {
 
   musaError_t ipcOpenMemHandle(int, void** ptr, const musaIpcMemHandle_t& h) override {
     HostIpcRange range{};
-    if (auto e = hostIpcMap(h, ptr, &range)) return e;
+    if (auto e = hostIpcMap(h, ptr, &range))
+      return fail(e, std::string("musaIpcOpenMemHandle: ") + musaGetLastErrorMessage());
     std::lock_guard<std::mutex> g(mu_);
     ipc_opened_[reinterpret_cast<uintptr_t>(*ptr)] = {range.size, range.device};
     return musaSuccess;

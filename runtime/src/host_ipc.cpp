@@ -51,13 +51,13 @@ musaError_t hostIpcExport(const HostIpcRange& range, musaIpcMemHandle_t* out) {
   return musaSuccess;
 }
 
-musaError_t hostIpcMap(const musaIpcMemHandle_t& handle, void** ptr, HostIpcRange* range) {
+musaError_t hostIpcOpen(const musaIpcMemHandle_t& handle, HostIpcRange* range) {
   MemHandle h;
   std::memcpy(&h, handle.reserved, sizeof h);
   if (h.magic != kMemMagic)
     return fail(musaErrorInvalidResourceHandle,
-                "musaIpcOpenMemHandle: not a host-driver memory handle (was it made by a process on the "
-                "same machine with TORCH_MUSA_DRIVER=host?)");
+                "not a host-driver memory handle (was it made by a process on the same machine with "
+                "TORCH_MUSA_DRIVER=host?)");
   std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
   int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
   struct stat st {};
@@ -67,19 +67,25 @@ musaError_t hostIpcMap(const musaIpcMemHandle_t& handle, void** ptr, HostIpcRang
     if (fd >= 0) close(fd);
     bool gone = kill(h.pid, 0) != 0 && errno == ESRCH;
     return fail(musaErrorInvalidResourceHandle,
-                "musaIpcOpenMemHandle: the musa memory shared by process " + std::to_string(h.pid) +
+                "the musa memory shared by process " + std::to_string(h.pid) +
                     (gone ? " cannot be opened: that process has exited (the producer must keep running "
                             "until the consumer has received the tensor)"
                           : " cannot be opened: the memory was freed or the process replaced it (" +
                                 std::string(fd < 0 ? strerror(err) : "a different file") + ")"));
   }
-  void* p = mmap(nullptr, h.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(h.offset));
+  *range = {fd, static_cast<size_t>(h.offset), static_cast<size_t>(h.size), h.device};
+  return musaSuccess;
+}
+
+musaError_t hostIpcMap(const musaIpcMemHandle_t& handle, void** ptr, HostIpcRange* range) {
+  if (auto e = hostIpcOpen(handle, range)) return e;
+  void* p = mmap(nullptr, range->size, PROT_READ | PROT_WRITE, MAP_SHARED, range->fd,
+                 static_cast<off_t>(range->offset));
   int err = errno;
-  close(fd);  // the mapping keeps the file alive
-  if (p == MAP_FAILED)
-    return fail(musaErrorMemoryAllocation, std::string("musaIpcOpenMemHandle: mmap failed: ") + strerror(err));
+  close(range->fd);  // the mapping keeps the file alive
+  range->fd = -1;
+  if (p == MAP_FAILED) return fail(musaErrorMemoryAllocation, std::string("mmap failed: ") + strerror(err));
   *ptr = p;
-  *range = {-1, static_cast<size_t>(h.offset), static_cast<size_t>(h.size), h.device};
   return musaSuccess;
 }
 

@@ -21,6 +21,8 @@ struct HostIpcRange {
 };
 
 musaError_t hostIpcExport(const HostIpcRange& range, musaIpcMemHandle_t* out);
+// Opens the handle's file here: `range` gets a new descriptor (the caller closes it), offset, size, device.
+musaError_t hostIpcOpen(const musaIpcMemHandle_t& handle, HostIpcRange* range);
 // Maps the handle's range (MAP_SHARED) at a new address; `range` gets its device and size (fd = -1).
 musaError_t hostIpcMap(const musaIpcMemHandle_t& handle, void** ptr, HostIpcRange* range);
 

@@ -441,6 +441,21 @@ musaError_t musaMemRelease(musaMemGenericAllocationHandle_t h) {
   return record(drv.memRelease(h));
 }
 
+musaError_t musaMemExportToShareableHandle(musaIpcMemHandle_t* shareable, musaMemGenericAllocationHandle_t h) {
+  if (!shareable) return fail(musaErrorInvalidValue, "musaMemExportToShareableHandle: shareable is null");
+  MUSA_DRIVER_OR_FAIL();
+  std::memset(shareable, 0, sizeof(*shareable));
+  return record(drv.memExport(shareable, h));
+}
+
+musaError_t musaMemImportFromShareableHandle(musaMemGenericAllocationHandle_t* h, musaIpcMemHandle_t shareable) {
+  if (!h) return fail(musaErrorInvalidValue, "musaMemImportFromShareableHandle: handle is null");
+  MUSA_DRIVER_OR_FAIL();
+  if (auto e = checkDevice(st, t_device)) return e;
+  touch(st, t_device);
+  return record(drv.memImport(physical(st, t_device), h, shareable));
+}
+
 musaError_t musaMemMap(void* ptr, size_t size, size_t offset, musaMemGenericAllocationHandle_t h) {
   MUSA_DRIVER_OR_FAIL();
   return record(drv.memMap(ptr, size, offset, h));

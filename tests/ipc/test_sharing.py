@@ -260,3 +260,41 @@ def test_spawned_training_updates_the_shared_model_as_training_here_would():
     del model, reference, data, target, got, want
     torch.musa.ipc_collect()
     assert torch.musa.memory_allocated() == before
+
+
+_EXPANDABLE_SCRIPT = """
+import torch, torch.multiprocessing as mp
+
+def child(inbox, outbox):
+    big, small = inbox.get(timeout=120)
+    outbox.put((big.sum().item(), small.tolist()))
+    big[-1] = -1.0                         # seen by the sender
+    small.add_(1)
+    torch.musa.synchronize()
+    outbox.put("written")
+    inbox.get(timeout=120)
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    inbox, outbox = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=child, args=(inbox, outbox)); p.start()
+    big = torch.ones(10 << 20, device="musa")   # 40 MiB: more than one extent of the segment
+    small = torch.arange(4.0, device="musa")
+    inbox.put((big, small))
+    total, values = outbox.get(timeout=120)
+    assert total == big.numel() and values == [0.0, 1.0, 2.0, 3.0], (total, values)
+    assert outbox.get(timeout=120) == "written"
+    assert big[-1].item() == -1.0 and small.tolist() == [1.0, 2.0, 3.0, 4.0]
+    inbox.put("done"); p.join(120)
+    print("ok", p.exitcode)
+"""
+
+
+def test_memory_of_expandable_segments_is_shared_too(tmp_path, run_py):
+    script = tmp_path / "expandable_ipc.py"
+    script.write_text(_EXPANDABLE_SCRIPT)
+    env = {"PYTORCH_MUSA_ALLOC_CONF": "expandable_segments:True"}
+    if ON_CUDA:
+        env["TORCH_MUSA_DRIVER"] = "cuda"
+    r = run_py(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')", env=env)
+    assert r.returncode == 0 and "ok 0" in r.stdout, r.stdout + r.stderr

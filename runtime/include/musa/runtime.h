@@ -154,6 +154,11 @@ musaError_t musaMemAddressReserve(void** ptr, size_t size, size_t alignment);
 musaError_t musaMemAddressFree(void* ptr, size_t size);
 musaError_t musaMemCreate(musaMemGenericAllocationHandle_t* handle, size_t size, int device);
 musaError_t musaMemRelease(musaMemGenericAllocationHandle_t handle);
+// Physical memory shared with another process (cuMemExportToShareableHandle /
+// cuMemImportFromShareableHandle; the shareable handle names the exporting
+// process's file descriptor, which the importer takes while the exporter runs).
+musaError_t musaMemExportToShareableHandle(musaIpcMemHandle_t* shareable, musaMemGenericAllocationHandle_t handle);
+musaError_t musaMemImportFromShareableHandle(musaMemGenericAllocationHandle_t* handle, musaIpcMemHandle_t shareable);
 musaError_t musaMemMap(void* ptr, size_t size, size_t offset,
                        musaMemGenericAllocationHandle_t handle);
 musaError_t musaMemUnmap(void* ptr, size_t size);
