@@ -1,5 +1,6 @@
 #include "profiler/device_activity.h"
 
+#include <ThreadUtil.h>
 #include <c10/util/Exception.h>
 #include <musa/runtime.h>
 
@@ -16,7 +17,10 @@ namespace detail {
 std::atomic<bool> g_recording{false};
 }
 namespace {
-std::atomic<bool> g_graph_replays_only{false};
+std::atomic<bool> g_cupti_traces_kernels{false};
+// Flow ids of musa's runtime-call -> device-work links: a range of their own,
+// apart from CUPTI's (which are its correlation ids, counted up from 1).
+constexpr uint32_t kFlowBase = 0xC0000000u;
 }
 
 namespace {
@@ -30,8 +34,12 @@ struct Pending {
   const char* name;  // an operator's schema name or a literal: lives as long as the process
   ActivityKind kind;
   c10::DeviceIndex device;
-  int64_t stream;
-  musaStream_t native;
+  bool device_work;  // false: only the runtime call is recorded (CUPTI has the work, or a capture)
+  int32_t tid;
+  int64_t cpu_start_ns;  // the runtime call, on the host clock
+  int64_t cpu_end_ns = 0;
+  int64_t stream = 0;
+  musaStream_t native = nullptr;
   musaEvent_t start = nullptr;  // timing events (work queued on a device)
   musaEvent_t end = nullptr;
   int64_t start_ns = 0;  // host clock readings (work run inline)
@@ -54,6 +62,7 @@ struct Session {
   // clock as a range opens and closes is when the device ran it, without events.
   bool inline_work = false;
   std::vector<Pending> pending;
+  std::vector<RuntimeActivity> calls;  // runtime calls that launch nothing
   std::vector<ClockRef> refs;
   // Timing events kept for the next records, per device (events belong to a device).
   std::vector<std::vector<musaEvent_t>> free_events;
@@ -89,22 +98,35 @@ thread_local int t_depth = 0;  // open DeviceRanges of this thread
 void DeviceRange::begin(c10::DeviceIndex device, const char* name, ActivityKind kind) {
   open_ = true;
   if (t_depth++ > 0) return;  // nested: the outer range times it
-  if (g_graph_replays_only.load(std::memory_order_relaxed) && kind != ActivityKind::GraphReplay) return;
-  auto stream = current_stream(device);
-  musaStream_t native = native_stream(stream);
-  // A capturing stream records graph nodes, not timed work: its replay is the activity.
-  musaStreamCaptureStatus status = musaStreamCaptureStatusNone;
-  if (musaStreamIsCapturing(native, &status) != musaSuccess || status != musaStreamCaptureStatusNone) return;
+  int64_t cpu_start = host_now_ns();
+  if (!name) name = "";
+  if (kind == ActivityKind::Kernel && is_fill(name)) kind = ActivityKind::Memset;
+  // Under CUPTI (cuda driver) the CUDA kernels, copies and memsets are CUPTI's events; musa
+  // times its own graph replays and collective launches.
+  bool device_work = !g_cupti_traces_kernels.load(std::memory_order_relaxed) || kind == ActivityKind::GraphReplay ||
+                     kind == ActivityKind::Collective;
+  c10::Stream stream(c10::Stream::DEFAULT, c10::Device(c10::DeviceType::PrivateUse1, device));
+  musaStream_t native = nullptr;
+  if (device_work) {
+    stream = current_stream(device);
+    native = native_stream(stream);
+    // A capturing stream records graph nodes, not timed work: its replay is the activity.
+    musaStreamCaptureStatus status = musaStreamCaptureStatusNone;
+    if (musaStreamIsCapturing(native, &status) != musaSuccess || status != musaStreamCaptureStatusNone)
+      device_work = false;
+  }
+  int32_t tid = libkineto::systemThreadId();
   auto& s = session();
   std::lock_guard<std::mutex> g(s.mu);
   if (!recording() || device >= static_cast<c10::DeviceIndex>(s.refs.size())) return;
-  if (!name) name = "";
-  if (kind == ActivityKind::Kernel && is_fill(name)) kind = ActivityKind::Memset;
-  Pending p{name, kind, device, stream.id(), native};
+  Pending p{name, kind, device, device_work, tid, cpu_start};
+  p.stream = stream.id();
+  p.native = native;
   p.correlation = t_correlation.empty() ? 0 : t_correlation.back();
   p.user_correlation = t_user_correlation.empty() ? 0 : t_user_correlation.back();
-  if (s.inline_work) {
-    p.start_ns = host_now_ns();
+  if (!device_work) {
+  } else if (s.inline_work) {
+    p.start_ns = cpu_start;
   } else {
     p.start = s.take_event(device);
     MUSA_CHECK(musaEventRecord(p.start, native));
@@ -122,16 +144,31 @@ void DeviceRange::end() {
   // A session that ended (or restarted) meanwhile dropped this record.
   if (!recording() || generation_ != s.generation) return;
   auto& p = s.pending[slot_];
-  if (s.inline_work) {
-    p.end_ns = host_now_ns();
+  if (!p.device_work || s.inline_work) {
+    p.cpu_end_ns = p.end_ns = host_now_ns();
     return;
   }
   if (p.end) return;
   p.end = s.take_event(p.device);
   MUSA_CHECK(musaEventRecord(p.end, p.native));
+  p.cpu_end_ns = host_now_ns();
 }
 
-void start_recording(bool graph_replays_only) {
+void RuntimeCall::begin(const char* name) {
+  name_ = name;
+  start_ns_ = host_now_ns();
+}
+
+void RuntimeCall::end() {
+  int64_t end_ns = host_now_ns();
+  RuntimeActivity r{name_, libkineto::systemThreadId(), start_ns_, end_ns,
+                    t_correlation.empty() ? 0 : t_correlation.back(), 0};
+  auto& s = session();
+  std::lock_guard<std::mutex> g(s.mu);
+  if (recording()) s.calls.push_back(r);
+}
+
+void start_recording(bool cupti_traces_kernels) {
   auto& s = session();
   std::lock_guard<std::mutex> g(s.mu);
   TORCH_CHECK(!recording(), "a musa profiling session is already recording; stop it before starting another");
@@ -139,6 +176,7 @@ void start_recording(bool graph_replays_only) {
   s.free_events.resize(n);
   s.refs.assign(n, ClockRef{});
   s.pending.clear();
+  s.calls.clear();
   ++s.generation;
   s.inline_work = is_host_driver();
   for (c10::DeviceIndex d = 0; d < n; ++d) {
@@ -152,42 +190,56 @@ void start_recording(bool graph_replays_only) {
     // The device was idle, so the event ran between the two host readings.
     ref.host_ns = (before + host_now_ns()) / 2;
   }
-  g_graph_replays_only.store(graph_replays_only);
+  g_cupti_traces_kernels.store(cupti_traces_kernels);
   detail::g_recording.store(true);
 }
 
-std::vector<DeviceActivity> stop_recording() {
+Recording stop_recording() {
   auto& s = session();
   std::lock_guard<std::mutex> g(s.mu);
-  std::vector<DeviceActivity> out;
-  if (!recording()) return out;
+  Recording rec;
+  if (!recording()) return rec;
   detail::g_recording.store(false);
+  auto& out = rec.device;
   out.reserve(s.pending.size());
+  rec.runtime.reserve(s.pending.size() + s.calls.size());
   auto at_ns = [&](c10::DeviceIndex d, musaEvent_t e) {
     float ms = 0;
     MUSA_CHECK(musaEventElapsedTime(&ms, s.refs[d].event, e));
     return s.refs[d].host_ns + static_cast<int64_t>(static_cast<double>(ms) * 1e6);
   };
+  uint32_t flows = 0;
   for (auto& p : s.pending) {
-    if (s.inline_work) {
-      if (p.end_ns) out.push_back({p.name, p.kind, p.device, p.stream, p.start_ns, std::max(p.start_ns, p.end_ns),
-                                   p.correlation, p.user_correlation});
-      continue;
+    uint32_t flow = 0;
+    if (!p.device_work) {
+    } else if (s.inline_work) {
+      if (p.end_ns) {
+        flow = kFlowBase + (flows++ & 0x3FFFFFFFu);
+        out.push_back({p.name, p.kind, p.device, p.stream, p.start_ns, std::max(p.start_ns, p.end_ns),
+                       p.correlation, p.user_correlation, flow});
+      }
+    } else {
+      if (p.end) {
+        MUSA_CHECK(musaEventSynchronize(p.end));
+        int64_t a = at_ns(p.device, p.start), b = at_ns(p.device, p.end);
+        flow = kFlowBase + (flows++ & 0x3FFFFFFFu);
+        out.push_back({p.name, p.kind, p.device, p.stream, a, std::max(a, b), p.correlation,
+                       p.user_correlation, flow});
+        s.free_events[p.device].push_back(p.end);
+      }
+      s.free_events[p.device].push_back(p.start);
     }
-    if (p.end) {
-      MUSA_CHECK(musaEventSynchronize(p.end));
-      int64_t a = at_ns(p.device, p.start), b = at_ns(p.device, p.end);
-      out.push_back({p.name, p.kind, p.device, p.stream, a, std::max(a, b), p.correlation,
-                     p.user_correlation});
-      s.free_events[p.device].push_back(p.end);
-    }
-    s.free_events[p.device].push_back(p.start);
+    if (p.cpu_end_ns)
+      rec.runtime.push_back({runtime_name(p.kind), p.tid, p.cpu_start_ns, std::max(p.cpu_start_ns, p.cpu_end_ns),
+                             p.correlation, flow});
   }
+  rec.runtime.insert(rec.runtime.end(), s.calls.begin(), s.calls.end());
+  s.calls.clear();
   s.pending.clear();
   for (c10::DeviceIndex d = 0; d < static_cast<c10::DeviceIndex>(s.refs.size()); ++d)
     s.free_events[d].push_back(s.refs[d].event);
   s.refs.clear();
-  return out;
+  return rec;
 }
 
 void push_correlation(uint64_t id) { t_correlation.push_back(id); }
@@ -197,6 +249,15 @@ void pop_correlation() {
 void push_user_correlation(uint64_t id) { t_user_correlation.push_back(id); }
 void pop_user_correlation() {
   if (!t_user_correlation.empty()) t_user_correlation.pop_back();
+}
+
+const char* runtime_name(ActivityKind kind) {
+  switch (kind) {
+    case ActivityKind::Memcpy: return "musaMemcpyAsync";
+    case ActivityKind::Memset: return "musaMemsetAsync";
+    case ActivityKind::GraphReplay: return "musaGraphLaunch";
+    default: return "musaLaunchKernel";
+  }
 }
 
 const char* kind_name(ActivityKind kind) {

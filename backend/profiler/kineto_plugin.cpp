@@ -3,9 +3,15 @@
 // record_function correlation ids as ops run, and asks it for the trace; the
 // session answers with the device activities (device_activity.h) as kernel,
 // memcpy and memset events linked to the CPU ops that launched them, one
-// track per musa stream, and the device-side spans of record_function ranges.
+// track per musa stream, and the device-side spans of record_function ranges;
+// and with the musa runtime calls the CPU made (musaLaunchKernel,
+// musaMemcpyAsync, ..., privateuse1_runtime events on the calling thread, as
+// CUPTI's cuda_runtime ones), each linked to its CPU op and, by a flow arrow,
+// to the device work it launched.
 #include <ActivityType.h>
+#include <GenericTraceActivity.h>
 #include <IActivityProfiler.h>
+#include <ThreadUtil.h>
 #include <libkineto.h>
 #include <output_base.h>
 
@@ -62,14 +68,16 @@ class MusaSession final : public libkineto::IActivityProfilerSession {
   // copies and memsets): the session adds only the MUSA Graph replays, so no
   // device time is counted twice. On the host driver it records everything.
   MusaSession(bool annotations, bool cupti_traces_kernels)
-      : annotations_(annotations), graph_replays_only_(cupti_traces_kernels) {}
+      : annotations_(annotations), cupti_traces_kernels_(cupti_traces_kernels) {}
 
   void start() override {
-    start_recording(graph_replays_only_);
+    start_recording(cupti_traces_kernels_);
     status_ = libkineto::TraceStatus::RECORDING;
   }
   void stop() override {
-    activities_ = stop_recording();
+    auto rec = stop_recording();
+    activities_ = std::move(rec.device);
+    runtime_ = std::move(rec.runtime);
     status_ = libkineto::TraceStatus::PROCESSING;
   }
   std::vector<std::string> errors() override { return {}; }
@@ -83,6 +91,25 @@ class MusaSession final : public libkineto::IActivityProfilerSession {
     auto cpu_op = [&](uint64_t id) -> const libkineto::ITraceActivity* {
       return id && linked_of ? linked_of(static_cast<int32_t>(id)) : nullptr;
     };
+    // The runtime calls, on the CPU threads that made them (Kineto's process and thread ids).
+    int32_t pid = libkineto::processId();
+    for (auto& r : runtime_) {
+      buffer_->emplace_activity(buffer_->span, ActivityType::PRIVATEUSE1_RUNTIME, r.name);
+      auto& act = *buffer_->activities.back();
+      act.startTime = r.start_ns;
+      act.endTime = r.end_ns;
+      act.device = pid;
+      act.resource = r.tid;
+      act.threadId = r.tid;
+      act.id = static_cast<int32_t>(r.correlation);
+      act.linked = cpu_op(r.correlation);
+      act.addMetadata("correlation", r.correlation);
+      if (r.flow) {
+        act.flow.id = r.flow;
+        act.flow.type = libkineto::kLinkAsyncCpuGpu;
+        act.flow.start = true;
+      }
+    }
     // record_function ranges on the device: from the first to the last
     // activity each range launched, per stream.
     std::map<std::tuple<uint64_t, int, int64_t>, std::pair<int64_t, int64_t>> ranges;
@@ -100,6 +127,11 @@ class MusaSession final : public libkineto::IActivityProfilerSession {
       act.addMetadata("stream", a.stream);
       act.addMetadata("correlation", a.correlation);
       act.addMetadataQuoted("kind", kind_name(a.kind));
+      if (a.flow) {  // the arrow from the runtime call that launched it
+        act.flow.id = a.flow;
+        act.flow.type = libkineto::kLinkAsyncCpuGpu;
+        act.flow.start = false;
+      }
       streams_.insert({a.device, a.stream});
       if (annotations_ && a.user_correlation) {
         auto [it, fresh] = ranges.try_emplace({a.user_correlation, a.device, a.stream}, a.start_ns, a.end_ns);
@@ -145,8 +177,9 @@ class MusaSession final : public libkineto::IActivityProfilerSession {
 
  private:
   bool annotations_;
-  bool graph_replays_only_;
+  bool cupti_traces_kernels_;
   std::vector<DeviceActivity> activities_;
+  std::vector<RuntimeActivity> runtime_;
   std::unique_ptr<libkineto::CpuTraceBuffer> buffer_;
   std::set<std::pair<int64_t, int64_t>> streams_;
 };
