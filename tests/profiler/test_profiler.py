@@ -316,14 +316,241 @@ def test_collective_is_a_device_event(device, tmp_path):
             dist.all_gather_into_tensor(out, t)
             torch.musa.synchronize()
         trace = trace_of(prof, tmp_path)
-        # The device work of the c10d ops. On the host, mccl's launch of each. On cuda, NCCL's work
-        # as CUPTI sees it: at world 1 NCCL skips an in-place collective and copies an out-of-place
-        # one's input to its output, so the all-gather is a device copy.
+        # mccl's launch of each collective is a device event on the musa stream, linked to its
+        # c10d op, on both drivers: musa times it itself (on the cuda driver too, where CUPTI
+        # traces NCCL's own kernels and copies on NCCL's stream, linked to the record_param_comms
+        # op inside the c10d op, and skips an in-place collective at world 1 altogether).
         work = [(e, op["name"]) for e, op in device_work(trace) if op and op["name"].startswith("c10d::")]
-        if HOST:
-            assert [e["name"] for e, _ in work] == ["mccl:all_reduce", "mccl:all_gather_into_tensor"]
-        else:
-            assert work and all("allgather" in name for _, name in work), work
+        assert [e["name"] for e, _ in work] == ["mccl:all_reduce", "mccl:all_gather_into_tensor"], work
+        assert [e["cat"] for e, _ in work] == ["kernel", "kernel"]
+        assert all(e["pid"] == 0 for e, _ in work)  # the musa device's process
+        # Each is launched by a musaLaunchKernel runtime call, joined to it by a flow arrow.
+        launches = {e["args"]["External id"] for e in trace if e.get("name") == "musaLaunchKernel"}
+        assert {e["args"]["External id"] for e, _ in work} <= launches
         assert torch.equal(t.cpu(), torch.arange(16.0)) and torch.equal(out.cpu(), torch.arange(16.0))
     finally:
         dist.destroy_process_group()
+
+
+# --- issue 28: OOM events, memory categories, runtime calls, BasicEvaluation, nvtx ---------------
+
+NATIVE_GPU = "cuda" if not HOST and torch.cuda.is_available() else None
+OOM_ARGS = {"Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved"}
+
+
+def oom_events(device, tmp_path):
+    """The [OutOfMemory] events of a profiled allocation far beyond the device's memory."""
+    musa = torch.device(device).type == "musa"
+    acts = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1 if musa else ProfilerActivity.CUDA]
+    keep = torch.empty(1000, device=device)
+    with profile(activities=acts, profile_memory=True) as prof:
+        with pytest.raises(torch.OutOfMemoryError):
+            torch.empty(1 << 50, dtype=torch.uint8, device=device)
+    del keep
+    return [e for e in trace_of(prof, tmp_path) if e.get("name") == "[OutOfMemory]"]
+
+
+def test_out_of_memory_is_a_trace_event(device, tmp_path):
+    (oom,) = oom_events(device, tmp_path)
+    args = oom["args"]
+    assert OOM_ARGS <= set(args)
+    assert args["Device Type"] == int(DeviceType.PrivateUse1) and args["Device Id"] == 0
+    assert args["Bytes"] == 1 << 50  # the request (a multiple of 512: as CUDA's allocator rounds it)
+    assert args["Total Allocated"] >= 4096 and args["Total Reserved"] >= args["Total Allocated"]
+    if NATIVE_GPU:  # the same event torch.cuda's caching allocator leaves
+        (native,) = oom_events(NATIVE_GPU, tmp_path)
+        assert native["cat"] == oom["cat"] and OOM_ARGS <= set(native["args"])
+        assert native["args"]["Bytes"] == args["Bytes"]
+
+
+def memory_categories(device):
+    """The memory profiler's category of each role's tensors after a profiled training step
+    (foreach Adam on both devices, as on CUDA), by storage pointer."""
+    from torch.profiler._memory_profiler import Action, TensorKey
+
+    device_type = torch.device(device).type
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)).to(device)
+    opt = torch.optim.Adam(model.parameters(), foreach=True)
+    x = torch.randn(8, 16, device=device)
+    model(x).sum().backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.PrivateUse1] if device_type == "musa" else [])
+    with profile(activities=acts, profile_memory=True, record_shapes=True, with_stack=True) as prof:
+        model(x).sum().backward()
+        opt.step()
+    mp = prof._memory_profile()
+    by_ptr, by_key = {}, {}  # (a pointer's last tensor is the live one)
+    for _, action, (key, version), _ in mp.timeline:
+        if isinstance(key, TensorKey) and key.device.type == device_type and action != Action.DESTROY:
+            by_ptr[key.storage.ptr] = by_key[key] = mp._categories.get(key, version)
+    counts = {}
+    for cat in by_key.values():
+        counts[cat.name if cat else None] = counts.get(cat.name if cat else None, 0) + 1
+    roles = {
+        "parameter": [p.data_ptr() for p in model.parameters()],
+        "gradient": [p.grad.data_ptr() for p in model.parameters()],
+        "optimizer_state": [s[k].data_ptr() for s in opt.state.values() for k in ("exp_avg", "exp_avg_sq")],
+    }
+    return {role: {by_ptr[p].name if p in by_ptr else "not seen" for p in ptrs} for role, ptrs in roles.items()}, counts
+
+
+def test_memory_profiler_categorizes_musa_tensors(device):
+    musa_roles, musa_counts = memory_categories(device)
+    native_roles, native_counts = memory_categories(NATIVE_GPU or "cpu")
+    assert musa_roles == native_roles == {"parameter": {"PARAMETER"}, "gradient": {"GRADIENT"},
+                                          "optimizer_state": {"OPTIMIZER_STATE"}}
+    # (Adam's step counters are CPU tensors on every device: the optimizer states compare by role.)
+    for cat in ("PARAMETER", "GRADIENT", "ACTIVATION", "AUTOGRAD_DETAIL", "INPUT"):
+        assert musa_counts.get(cat) == native_counts.get(cat), (cat, musa_counts, native_counts)
+
+
+def test_runtime_calls_link_to_their_device_work(device, tmp_path):
+    x = torch.randn(64, 64, device=device)
+    with profile(activities=ACTIVITIES) as prof:
+        y = (x @ x).relu()
+        y.zero_()
+        y.cpu()
+        torch.musa.synchronize()
+    trace = trace_of(prof, tmp_path)
+    calls = [e for e in trace if e.get("cat") == "privateuse1_runtime"]
+    ops = {e["args"]["External id"]: e for e in trace if e.get("cat") == "cpu_op"}
+    names = [(e["name"], ops[e["args"]["External id"]]["name"]) for e in calls]
+    # One call per launch on a musa stream, in launch order, on the launching thread, in its CPU op.
+    assert names == [("musaLaunchKernel", "aten::mm"), ("musaLaunchKernel", "aten::relu"),
+                     ("musaMemsetAsync", "aten::zero_"), ("musaMemcpyAsync", "aten::_copy_from")]
+    for e in calls:
+        op = ops[e["args"]["External id"]]
+        assert (e["pid"], e["tid"]) == (op["pid"], op["tid"]) == (os.getpid(), op["tid"])
+        assert op["ts"] - 1 <= e["ts"] and e["ts"] + e["dur"] <= op["ts"] + op["dur"] + 1
+    # Each call's device work has its CPU op's External id (on the cuda driver, CUPTI's).
+    work_ids = {e["args"]["External id"] for e, _ in device_work(trace)}
+    assert {e["args"]["External id"] for e in calls} <= work_ids
+    if HOST:  # musa's own device events: each joined to its call by an ac2g flow arrow
+        starts = {e["id"]: e for e in trace if e.get("cat") == "ac2g" and e["ph"] == "s"}
+        ends = {e["id"]: e for e in trace if e.get("cat") == "ac2g" and e["ph"] == "f"}
+        assert len(starts) == len(ends) == len(calls) and starts.keys() == ends.keys()
+        assert all(ends[i]["pid"] == 0 and starts[i]["pid"] == os.getpid() for i in starts)
+    # They are torch's events as CUDA's runtime calls are: rows in the tables.
+    assert {"musaLaunchKernel", "musaMemcpyAsync"} <= {r.key for r in prof.key_averages()}
+
+
+def evaluation(prof):
+    from torch.profiler._utils import BasicEvaluation
+
+    return BasicEvaluation(prof.profiler)
+
+
+def test_basic_evaluation_sees_musa_launches(device):
+    from torch.profiler._utils import BasicEvaluation
+
+    x = torch.randn(32, 32, device=device)
+    with profile(activities=ACTIVITIES, with_stack=True) as prof:
+        for _ in range(8):
+            x = (x @ x).tanh()
+        torch.musa.synchronize()
+    ev = evaluation(prof)
+    launches = [e for e in ev.cuda_events if e.name() == "musaLaunchKernel"]
+    kernels = [e for e in ev.cuda_events if e.device_type() == DeviceType.PrivateUse1]
+    assert len(launches) == 16 and len(kernels) >= 16
+    kernel_ops = {k.linked_correlation_id() for k in kernels}
+    assert all(e.linked_correlation_id() in kernel_ops for e in launches)
+    assert len(ev.queue_depth_list) >= len(ev.cuda_events)
+    if HOST:  # the host driver runs each kernel inside its launch: nothing is ever queued
+        assert all(q.queue_depth == 0 for q in ev.queue_depth_list)
+    assert all(0.0 <= m.fraction_idle_time <= 1.0 for m in ev.metrics.values())
+    ev.get_optimizable_events(2, print_enable=False)
+    # A profile without musa device events goes to torch's own function, unchanged.
+    with profile(activities=[ProfilerActivity.CPU]) as cpu_prof:
+        torch.randn(32, 32).matmul(torch.randn(32, 32))
+    cpu_ev = evaluation(cpu_prof)
+    torch_fn = BasicEvaluation.compute_queue_depth.__wrapped__
+    assert [(q.start, q.end, q.queue_depth) for q in torch_fn(cpu_ev)] == \
+        [(q.start, q.end, q.queue_depth) for q in cpu_ev.queue_depth_list]
+    assert cpu_ev.cuda_events == []
+
+
+def test_nvtx_ranges_and_markers_in_the_trace(device, tmp_path):
+    x = torch.randn(64, 64, device=device)
+    nvtx = torch.musa.nvtx
+    with profile(activities=ACTIVITIES) as prof:
+        assert nvtx.range_push("outer") == 0
+        with nvtx.range("inner {}", 1):
+            y = x @ x
+        nvtx.mark("marker")
+        assert nvtx.range_pop() == 0 and nvtx.range_pop() == -1
+        # torch.profiler.itt feeds Intel's tracer, not torch.profiler: nothing in the trace.
+        torch.profiler.itt.range_push("itt range")
+        torch.profiler.itt.mark("itt mark")
+        torch.profiler.itt.range_pop()
+        torch.musa.synchronize()
+    trace = trace_of(prof, tmp_path)
+    cpu = {e["name"]: e for e in trace if e.get("cat") == "user_annotation"}
+    dev = {e["name"]: e for e in trace if e.get("cat") == "gpu_user_annotation"}
+    assert set(cpu) == {"outer", "inner 1", "marker"} and set(dev) == {"inner 1"}
+    outer, inner = cpu["outer"], cpu["inner 1"]
+    assert outer["ts"] <= inner["ts"] and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"]
+    assert inner["ts"] + inner["dur"] <= cpu["marker"]["ts"] <= outer["ts"] + outer["dur"]
+    mm = [e for e, op in device_work(trace) if op["name"] == "aten::mm"]
+    assert mm and dev["inner 1"]["ts"] <= mm[0]["ts"] + 0.01
+    # The same calls as torch.cuda.nvtx's.
+    import torch.cuda.nvtx as cuda_nvtx
+    for name in nvtx.__all__:
+        assert hasattr(cuda_nvtx, name)
+
+
+def test_memory_history_together_with_the_profiler(device):
+    torch.musa.memory._record_memory_history(max_entries=1000)
+    try:
+        with profile(activities=ACTIVITIES, profile_memory=True) as prof:
+            a = torch.empty(3000, device=device)
+            b = a + 1
+            del a
+            torch.musa.synchronize()
+        snapshot = torch.musa.memory._snapshot()
+    finally:
+        torch.musa.memory._record_memory_history(enabled=None)
+    mem = [e for e in prof.profiler.kineto_results.events()
+           if e.name() == "[memory]" and e.device_type() == DeviceType.PrivateUse1]
+    trace = [t for t in snapshot["device_traces"][0] if t["action"] in ("alloc", "free_requested")]
+    # Both saw the same blocks: the profiler's allocations are the history's last allocations.
+    allocs = [e.nbytes() for e in mem if e.nbytes() > 0]
+    assert allocs and [t["size"] for t in trace if t["action"] == "alloc"][-len(allocs):] == allocs
+    frees = [-e.nbytes() for e in mem if e.nbytes() < 0]
+    assert [t["size"] for t in trace if t["action"] == "free_requested"][-len(frees):] == frees
+    assert b.shape == (3000,)
+
+
+def compiled_region_names(device):
+    from torch.profiler import record_function as rf
+
+    def f(x):
+        with rf("inside compiled"):
+            y = x.sin() + 1
+        return y * 2
+
+    torch._dynamo.reset()
+    cf = torch.compile(f)
+    x = torch.randn(16, device=device)
+    cf(x)
+    musa = torch.device(device).type == "musa"
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.PrivateUse1] if musa else [])
+    with profile(activities=acts) as prof:
+        with record_function("around call"):
+            y = cf(x)
+        torch.musa.synchronize() if musa else None
+    torch.testing.assert_close(y.cpu(), f(x.cpu()))
+    names = {e.name.split(" fx")[0] for e in prof.events() if e.device_type == DeviceType.CPU and
+             ("compiled" in e.name.lower() or "around" in e.name)}  # (without the graph's hash)
+    return sorted(names), prof
+
+
+def test_record_function_inside_a_compiled_region(device):
+    # torch.compile drops a record_function range inside the compiled region (Dynamo warns that
+    # it is ignored) and marks the region itself; musa gets what the native device gets.
+    names, prof = compiled_region_names(device)
+    native, _ = compiled_region_names(NATIVE_GPU or "cpu")
+    assert names == native and any(n.startswith("Torch-Compiled Region") for n in names)
+    if not HOST:  # the compiled Triton kernels, traced by CUPTI (the host driver runs its
+        assert device_events(prof)  # compiled CPU graph outside the timed launches)
