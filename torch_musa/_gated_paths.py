@@ -316,8 +316,120 @@ def install_flex_attention() -> None:
 # ============================================================================================
 
 
+# ============================================================================================
+# BEGIN SECTION: profiler (torch.profiler._utils.BasicEvaluation)
+# ============================================================================================
+
+_pr_originals: dict = {}
+
+# The musa runtime's kernel launches (backend/profiler: one per launch on a musa stream, on both
+# drivers), as torch's BasicEvaluation looks for CUDA's cudaLaunchKernel.
+_PR_MUSA_LAUNCHES = ("musaLaunchKernel",)
+
+
+def _pr_event_name(e) -> str:
+    name = getattr(e, "name", e)
+    return str(name() if callable(name) else name)
+
+
+def _pr_is_musa_profile(events) -> bool:
+    from torch.autograd import DeviceType
+
+    return any(e.device_type() == DeviceType.PrivateUse1 for e in events)
+
+
+def _pr_musa_queue_depth(self, events):
+    """torch's BasicEvaluation.compute_queue_depth with musa's launches (musaLaunchKernel, on the
+    CPU) and kernels (device events of the musa device, of kind kernel) in place of CUDA's; the
+    algorithm is torch's, unchanged."""
+    from torch.autograd import DeviceType
+    from torch.profiler._utils import Interval, index_of_first_match
+
+    def is_launch(e):
+        return e.device_type() == DeviceType.CPU and _pr_event_name(e).startswith(_PR_MUSA_LAUNCHES)
+
+    def is_kernel(e):
+        kind = e.activity_type() if hasattr(e, "activity_type") else "kernel"
+        return e.device_type() == DeviceType.PrivateUse1 and kind == "kernel" and \
+            not any(p in _pr_event_name(e).lower() for p in ("mem", "cpy", "alloc", "free"))
+
+    launches = sorted((e for e in events if is_launch(e)), key=lambda x: x.start_ns())
+    kernels = sorted((e for e in events if is_kernel(e)), key=lambda x: x.start_ns())
+    self.cuda_events = sorted(launches + kernels, key=lambda x: x.start_ns())
+
+    kernel_mapping = {}
+    last_mapped_kernel = 0
+    for launch in launches:
+        index = index_of_first_match(kernels, lambda x: x.linked_correlation_id() == launch.linked_correlation_id(),
+                                     start=last_mapped_kernel)
+        kernel_mapping[launch] = index
+        last_mapped_kernel = index if index is not None else last_mapped_kernel
+
+    current_kernel_index = 0
+    spawned_kernel_index = -1
+    queue_depth_list = []
+    all_events = launches + kernels + self.events
+    all_events.sort(key=lambda e: e.start_ns() if hasattr(e, "start_ns") else e.start_time_ns)
+    for event in all_events:
+        if hasattr(event, "start_ns"):
+            start_time, end_time = event.start_ns(), event.start_ns() + event.duration_ns()
+            if kernel_mapping.get(event) is not None:
+                spawned_kernel_index = kernel_mapping[event]
+        else:
+            start_time, end_time = event.start_time_ns, event.end_time_ns
+        while current_kernel_index < len(kernels) and kernels[current_kernel_index].start_ns() <= start_time:
+            current_kernel_index += 1
+        depth = max(spawned_kernel_index - current_kernel_index + 1, 0)
+        if hasattr(event, "start_ns"):
+            queue_depth_list.append(Interval(start_time, end_time, depth))
+        else:
+            from torch.profiler._utils import EventKey
+
+            self.metrics[EventKey(event)].queue_depth = depth
+    return queue_depth_list
+
+
+def _pr_wrap_compute_queue_depth(torch_fn):
+    def compute_queue_depth(self):
+        """Wraps torch.profiler._utils.BasicEvaluation.compute_queue_depth (torch 2.11-2.15), which
+        counts CUDA's cudaLaunchKernel calls and DeviceType.CUDA kernels only: for a profile with
+        musa device events, the queue depth of musa's launches (musaLaunchKernel) and musa kernels
+        instead, so idle time and get_optimizable_events work on musa. Any other profile goes to
+        torch's function unchanged."""
+        results = getattr(self.profile, "kineto_results", None)
+        events = results.events() if results is not None else ()
+        if not _pr_is_musa_profile(events):
+            return torch_fn(self)
+        return _pr_musa_queue_depth(self, events)
+
+    compute_queue_depth.__wrapped__ = torch_fn
+    return compute_queue_depth
+
+
+def _pr_install_utils(module) -> None:
+    owner = getattr(module, "BasicEvaluation", None)
+    key = ("BasicEvaluation", "compute_queue_depth")
+    if owner is None or key in _pr_originals or not hasattr(owner, "compute_queue_depth"):
+        return
+    _pr_originals[key] = owner.compute_queue_depth
+    owner.compute_queue_depth = _pr_wrap_compute_queue_depth(owner.compute_queue_depth)
+
+
+def install_profiler() -> None:
+    """Installs the profiler wrappers when torch.profiler._utils loads, or at once if it has."""
+    from torch_musa._import_hooks import after_import
+
+    after_import("torch.profiler._utils", _pr_install_utils)
+
+
+# ============================================================================================
+# END SECTION: profiler
+# ============================================================================================
+
+
 def install() -> None:
     """Installs every section's wrappers; torch_musa calls this at import (each installer is
     idempotent and cheap: it wraps modules ``import torch`` has loaded, or hooks their import)."""
     install_data_parallel()
     install_flex_attention()
+    install_profiler()
