@@ -152,6 +152,7 @@ from . import _serialization  # noqa: E402
 
 _serialization.install()  # CUDA checkpoints without CUDA: the error names map_location='musa'
 from . import comm  # noqa: E402,F401  (torch.musa.comm, as torch.cuda.comm)
+from . import nvtx  # noqa: E402,F401  (torch.musa.nvtx, as torch.cuda.nvtx: ranges in torch.profiler)
 from . import _gated_paths  # noqa: E402
 
 _gated_paths.install()  # torch Python paths that hard-code CUDA (DataParallel's comm functions)
