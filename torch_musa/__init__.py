@@ -148,6 +148,7 @@ from . import _multiprocessing  # noqa: E402
 
 _multiprocessing.install()  # musa tensors sent to another process share their memory (IPC)
 ipc_collect = _multiprocessing.ipc_collect
+from . import ipc  # noqa: E402,F401  (torch.musa.ipc: export_tensor / open_tensor)
 from . import _serialization  # noqa: E402
 
 _serialization.install()  # CUDA checkpoints without CUDA: the error names map_location='musa'

@@ -10,13 +10,15 @@ receivers released. Everything that is not a musa object goes to torch's own red
 """
 import atexit
 import os
+import struct
 import time
 import warnings
 from multiprocessing.reduction import ForkingPickler
 
 import torch
 
-_SENT_TENSOR_CLASSES = (torch.Tensor, torch.nn.parameter.Parameter)
+# The sender's reference-count page: (pid, file descriptor, inode).
+_COUNTER_FILE = struct.Struct("<qqq")
 
 
 def _is_musa(obj) -> bool:
@@ -38,7 +40,9 @@ def _share_musa_(self):
         raise RuntimeError(f"_share_musa_: only a musa storage can be shared this way, got one on {self.device}")
     whole = torch.empty(0, dtype=torch.uint8, device=self.device).set_(self)
     device, handle, offset_bytes, nbytes, counter, event_handle = _ipc()._share_storage(whole)
-    return (device, handle, nbytes, offset_bytes, counter[:3], counter[3], event_handle, event_handle is not None)
+    # Byte strings where torch.cuda's tuple has them (handles, the counter's file, the event).
+    return (device, handle, nbytes, offset_bytes, _COUNTER_FILE.pack(*counter[:3]), counter[3],
+            event_handle or b"", event_handle is not None)
 
 
 def _new_shared_musa(cls, device, handle, size_bytes, offset_bytes, ref_counter_handle, ref_counter_offset,
@@ -48,13 +52,13 @@ def _new_shared_musa(cls, device, handle, size_bytes, offset_bytes, ref_counter_
 
     _lazy_init()
     return _ipc()._open_storage(device, handle, offset_bytes, size_bytes,
-                                tuple(ref_counter_handle) + (ref_counter_offset,),
+                                _COUNTER_FILE.unpack(ref_counter_handle) + (ref_counter_offset,),
                                 event_handle if event_sync_required else None).untyped_storage()
 
 
 def _release_ipc_counter_musa(cls, ref_counter_handle, ref_counter_offset, device=None):
     """``UntypedStorage._release_ipc_counter_musa``, as ``_release_ipc_counter_cuda``."""
-    _ipc()._release_counter(tuple(ref_counter_handle) + (ref_counter_offset,))
+    _ipc()._release_counter(_COUNTER_FILE.unpack(ref_counter_handle) + (ref_counter_offset,))
 
 
 def _share(storage):

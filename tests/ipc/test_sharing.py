@@ -4,8 +4,8 @@ lives until every receiver released it, a receiver whose sender died gets an err
 
 Spawned processes are slow to start on a 2-core machine, so one long-lived peer serves most checks.
 """
+import json
 import os
-import queue
 
 import pytest
 import torch
@@ -32,6 +32,13 @@ def _peer(inbox, outbox):
         if op == "echo":
             t = msg[1]
             outbox.put((t.device.type, t.dtype, tuple(t.shape), t.cpu()))
+        elif op == "open_json":  # a handle from torch.musa.ipc.export_tensor, as JSON
+            handle = torch.musa.ipc.MUSAIPCTensorHandle.from_dict(json.loads(msg[1]))
+            with torch.musa.ipc.open_tensor(handle) as owner:
+                values = owner.tensor.cpu()
+                owner.tensor.mul_(-1)
+                _sync()
+            outbox.put((values, owner.closed))
         elif op == "storage":
             s = msg[1]
             outbox.put((type(s).__name__, s.device.type, s.nbytes(), torch.empty(0, dtype=torch.uint8,
@@ -104,12 +111,37 @@ def test_storages_travel_too_and_share_musa_is_share_cuda_for_musa(peer):
     assert data.tolist() == list(t.cpu().numpy().view("uint8"))
     # torch.cuda's storage-sharing calls under musa's names, same tuple shape as _share_cuda_().
     shared = t.untyped_storage()._share_musa_()
-    assert len(shared) == 8 and shared[0] == 0 and shared[2] == 12 and isinstance(shared[1], bytes)
+    assert len(shared) == 8 and shared[0] == 0 and shared[2] == 12
+    assert all(isinstance(shared[i], bytes) for i in (1, 4, 6))  # where _share_cuda_() has bytes
     torch.UntypedStorage._release_ipc_counter_musa(shared[4], shared[5])
     with pytest.raises(RuntimeError, match="only a musa storage"):
         torch.arange(3).untyped_storage()._share_musa_()
     assert not hasattr(torch.arange(3).untyped_storage(), "_share_musa") and \
         torch.UntypedStorage._share_cuda_ is not torch.UntypedStorage._share_musa_
+
+
+def test_exported_handles_open_in_another_process(peer):
+    ask = peer[0]
+    base = torch.arange(64, dtype=torch.float16, device="musa").reshape(8, 8)
+    view = base[2:6, 1:7:2]
+    handle = torch.musa.ipc.export_tensor(view)
+    assert (handle.dtype, handle.size, handle.stride, handle.storage_offset) == \
+        (torch.float16, tuple(view.shape), view.stride(), view.storage_offset())
+    assert handle.device_uuid == str(torch.musa.get_device_properties(0).uuid)
+    text = json.dumps(handle.to_dict())
+    assert torch.musa.ipc.MUSAIPCTensorHandle.from_dict(json.loads(text)) == handle
+    expected = view.cpu()
+    values, closed = ask("open_json", text)
+    assert closed and torch.equal(values, expected)
+    torch.testing.assert_close(view.cpu(), -expected)  # the receiver wrote this memory
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        torch.musa.ipc.export_tensor(object())
+    with pytest.raises(RuntimeError, match="MUSA tensor"):
+        torch.musa.ipc.export_tensor(torch.ones(2))
+    owner = torch.musa.ipc.MUSAIPCTensor(torch.ones(1))
+    owner.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        owner.tensor
 
 
 def test_writes_are_seen_in_both_processes(peer):
