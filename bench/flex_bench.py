@@ -11,9 +11,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _sides import run_side  # noqa: E402
 
 SEQ, HEADS, HEAD_DIM = 4096, 16, 64
 
@@ -57,16 +59,7 @@ def measure(device, batch, iters=20):
 
 
 def _child(side, batch):
-    env = dict(os.environ)
-    if side == "native":
-        env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-    else:
-        env.setdefault("TORCH_MUSA_DRIVER", "cuda")
-    cmd = [sys.executable, __file__, "--side", side, "--batch", str(batch)]
-    child = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if child.returncode != 0:
-        sys.exit(f"{side} side failed:\n{child.stderr[-3000:]}")
-    return json.loads(child.stdout.strip().splitlines()[-1])
+    return run_side(__file__, side, ["--batch", str(batch)], musa_driver="cuda")
 
 
 def main():

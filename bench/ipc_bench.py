@@ -14,9 +14,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _sides import run_side  # noqa: E402
 
 SIZES_MIB = [1, 256]
 
@@ -73,16 +75,11 @@ def main():
     import torch
 
     native = "cuda" if torch.cuda.is_available() else "cpu"
-    envs = {"native": dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0"), "musa": dict(os.environ)}
     results = {"native": [], "musa": []}
     for _ in range(args.rounds):
         for side in ("native", "musa"):
-            child = subprocess.run([sys.executable, __file__, "--side", side, "--native-device", native,
-                                    "--sends", str(args.sends)], env=envs[side], capture_output=True,
-                                   text=True, timeout=600)
-            if child.returncode != 0:
-                sys.exit(f"{side} side failed:\n{child.stderr[-3000:]}")
-            results[side].append(json.loads(child.stdout.strip().splitlines()[-1]))
+            results[side].append(run_side(__file__, side, ["--native-device", native, "--sends", str(args.sends)],
+                                          timeout=600))
     driver = torch.musa.get_driver_name()
     print(f"IPC hand-off latency (ms, median of {args.sends} sends, median of {args.rounds} rounds); "
           f"native = {native}, musa driver = {driver}")
