@@ -323,8 +323,11 @@ def install_flex_attention() -> None:
 _pr_originals: dict = {}
 
 # The musa runtime's kernel launches (backend/profiler: one per launch on a musa stream, on both
-# drivers), as torch's BasicEvaluation looks for CUDA's cudaLaunchKernel.
-_PR_MUSA_LAUNCHES = ("musaLaunchKernel",)
+# drivers), as torch's BasicEvaluation looks for CUDA's cudaLaunchKernel. On the cuda driver the
+# kernels are CUPTI's, linked to the kernel device's op inside the musa op: there CUPTI's own
+# launch calls (one level below musa's) are the ones that pair with them.
+_PR_MUSA_LAUNCHES = ("musaLaunchKernel", "cudaLaunchKernel", "__cudaLaunchKernel", "cudaLaunchCooperativeKernel",
+                     "cuLaunchKernel")
 
 
 def _pr_event_name(e) -> str:
@@ -339,9 +342,9 @@ def _pr_is_musa_profile(events) -> bool:
 
 
 def _pr_musa_queue_depth(self, events):
-    """torch's BasicEvaluation.compute_queue_depth with musa's launches (musaLaunchKernel, on the
-    CPU) and kernels (device events of the musa device, of kind kernel) in place of CUDA's; the
-    algorithm is torch's, unchanged."""
+    """torch's BasicEvaluation.compute_queue_depth with musa's launches (musaLaunchKernel, and on
+    the cuda driver CUPTI's launch calls under them) and kernels (device events of the musa device,
+    of kind kernel) in place of CUDA's; the algorithm is torch's, unchanged."""
     from torch.autograd import DeviceType
     from torch.profiler._utils import Interval, index_of_first_match
 
