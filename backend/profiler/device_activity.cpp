@@ -1,5 +1,6 @@
 #include "profiler/device_activity.h"
 
+#include <ATen/record_function.h>
 #include <ThreadUtil.h>
 #include <c10/util/Exception.h>
 #include <musa/runtime.h>
@@ -120,6 +121,12 @@ void DeviceRange::begin(c10::DeviceIndex device, const char* name, ActivityKind 
   std::lock_guard<std::mutex> g(s.mu);
   if (!recording() || device >= static_cast<c10::DeviceIndex>(s.refs.size())) return;
   Pending p{name, kind, device, device_work, tid, cpu_start};
+  // The host driver's kernel-device ops under this launch are the launch itself (CUDA records
+  // no op inside a CUDA op's kernel launch). A collective keeps its library's ranges.
+  if (s.inline_work && kind != ActivityKind::Collective && at::isRecordFunctionEnabled()) {
+    at::enableRecordFunction(false);
+    hid_ops_ = true;
+  }
   p.stream = stream.id();
   p.native = native;
   p.correlation = t_correlation.empty() ? 0 : t_correlation.back();
@@ -138,6 +145,7 @@ void DeviceRange::begin(c10::DeviceIndex device, const char* name, ActivityKind 
 
 void DeviceRange::end() {
   --t_depth;
+  if (hid_ops_) at::enableRecordFunction(true);
   if (slot_ < 0) return;
   auto& s = session();
   std::lock_guard<std::mutex> g(s.mu);

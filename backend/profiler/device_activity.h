@@ -33,7 +33,11 @@ const char* runtime_name(ActivityKind kind);
 // Times the work enqueued on the current musa stream of `device` between
 // construction and destruction (ATen's fills count as memsets). `name` must
 // outlive the process's profiling (an operator's schema name, a literal). Only the outermost range of a thread records
-// (an op that launches ops is one device activity).
+// (an op that launches ops is one device activity). On the host driver the
+// kernel device's ops inside a recorded launch (the CPU op over the musa op's
+// memory, and the CPU kernel's own sub-ops) are not recorded as CPU ops: the
+// musa op is the op, as a CUDA op is on CUDA, and the profiler records half the
+// ops.
 class DeviceRange {
  public:
   DeviceRange(c10::DeviceIndex device, const char* name, ActivityKind kind) {
@@ -49,6 +53,7 @@ class DeviceRange {
   void begin(c10::DeviceIndex device, const char* name, ActivityKind kind);
   void end();
   bool open_ = false;   // begin() ran: end() must run
+  bool hid_ops_ = false;  // begin() turned RecordFunction off on this thread: end() turns it back on
   int64_t slot_ = -1;   // this range's record, if it records
   uint64_t generation_ = 0;  // of the session it records in
 };
