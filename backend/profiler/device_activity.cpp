@@ -121,26 +121,26 @@ void DeviceRange::begin(c10::DeviceIndex device, const char* name, ActivityKind 
   std::lock_guard<std::mutex> g(s.mu);
   if (!recording() || device >= static_cast<c10::DeviceIndex>(s.refs.size())) return;
   Pending p{name, kind, device, device_work, tid, cpu_start};
-  // The host driver's kernel-device ops under this launch are the launch itself (CUDA records
-  // no op inside a CUDA op's kernel launch). A collective keeps its library's ranges.
-  if (s.inline_work && kind != ActivityKind::Collective && at::isRecordFunctionEnabled()) {
-    at::enableRecordFunction(false);
-    hid_ops_ = true;
-  }
   p.stream = stream.id();
   p.native = native;
   p.correlation = t_correlation.empty() ? 0 : t_correlation.back();
   p.user_correlation = t_user_correlation.empty() ? 0 : t_user_correlation.back();
-  if (!device_work) {
-  } else if (s.inline_work) {
+  if (device_work && s.inline_work) {
     p.start_ns = cpu_start;
-  } else {
+  } else if (device_work) {
     p.start = s.take_event(device);
     MUSA_CHECK(musaEventRecord(p.start, native));
   }
   slot_ = static_cast<int64_t>(s.pending.size());
   generation_ = s.generation;
   s.pending.push_back(std::move(p));
+  // The host driver's kernel-device ops under this launch are the launch itself (CUDA records
+  // no op inside a CUDA op's kernel launch). A collective keeps its library's ranges. (Last, so
+  // nothing after it can throw: end() turns it back on.)
+  if (s.inline_work && kind != ActivityKind::Collective && at::isRecordFunctionEnabled()) {
+    at::enableRecordFunction(false);
+    hid_ops_ = true;
+  }
 }
 
 void DeviceRange::end() {
@@ -219,14 +219,13 @@ Recording stop_recording() {
   uint32_t flows = 0;
   for (auto& p : s.pending) {
     uint32_t flow = 0;
-    if (!p.device_work) {
-    } else if (s.inline_work) {
+    if (p.device_work && s.inline_work) {
       if (p.end_ns) {
         flow = kFlowBase + (flows++ & 0x3FFFFFFFu);
         out.push_back({p.name, p.kind, p.device, p.stream, p.start_ns, std::max(p.start_ns, p.end_ns),
                        p.correlation, p.user_correlation, flow});
       }
-    } else {
+    } else if (p.device_work) {
       if (p.end) {
         MUSA_CHECK(musaEventSynchronize(p.end));
         int64_t a = at_ns(p.device, p.start), b = at_ns(p.device, p.end);

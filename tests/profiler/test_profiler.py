@@ -105,6 +105,20 @@ def test_device_events_link_to_the_cpu_ops_that_launched_them(device, tmp_path):
     mm = next(e for e in prof.events() if e.name == "aten::mm" and e.device_type == DeviceType.CPU)
     assert mm.self_device_time_total > 0
     assert all(e.device_index == 0 for e in device_events(prof))
+    if HOST:  # the CPU ops of the same program on the CPU: the kernel device's CPU op inside a
+        # launch is not recorded, so each musa op is one op, as a CUDA op is on CUDA
+        x_cpu = x.cpu()
+        with profile(activities=[ProfilerActivity.CPU]) as native:
+            (x_cpu @ x_cpu).tanh_()
+        aten = [[e.name for e in p.events() if e.device_type == DeviceType.CPU and e.name.startswith("aten::")]
+                for p in (prof, native)]
+        # (the CPU's mm also records its kernel's sub-ops, resolve_conj..., which a device kernel has not)
+        assert aten[0] == ["aten::matmul", "aten::mm", "aten::tanh_"]
+        assert [n for n in aten[1] if n in aten[0]] == aten[0]
+    # ... and RecordFunction is on again once the launches are over.
+    with profile(activities=[ProfilerActivity.CPU]) as cpu_prof:
+        x @ x
+    assert [e.name for e in cpu_prof.events()].count("aten::mm") >= 1
 
 
 def test_two_streams_are_two_tracks(device, tmp_path):
