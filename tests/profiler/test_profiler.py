@@ -393,7 +393,8 @@ def memory_categories(device):
     model(x).sum().backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.PrivateUse1] if device_type == "musa" else [])
+    acts = [ProfilerActivity.CPU] + {"musa": [ProfilerActivity.PrivateUse1], "cuda": [ProfilerActivity.CUDA]}.get(
+        device_type, [])
     with profile(activities=acts, profile_memory=True, record_shapes=True, with_stack=True) as prof:
         model(x).sum().backward()
         opt.step()
@@ -511,11 +512,13 @@ def test_nvtx_ranges_and_markers_in_the_trace(device, tmp_path):
     trace = trace_of(prof, tmp_path)
     cpu = {e["name"]: e for e in trace if e.get("cat") == "user_annotation"}
     dev = {e["name"]: e for e in trace if e.get("cat") == "gpu_user_annotation"}
-    assert set(cpu) == {"outer", "inner 1", "marker"} and set(dev) == {"inner 1"}
+    assert set(cpu) == {"outer", "inner 1", "marker"}
+    # The device span of the range whose work it is (on the cuda driver, Kineto's spans over CUPTI's kernels).
+    assert set(dev) == {"inner 1"} if HOST else "inner 1" in dev and set(dev) <= {"outer", "inner 1"}
     outer, inner = cpu["outer"], cpu["inner 1"]
     assert outer["ts"] <= inner["ts"] and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"]
     assert inner["ts"] + inner["dur"] <= cpu["marker"]["ts"] <= outer["ts"] + outer["dur"]
-    mm = [e for e, op in device_work(trace) if op["name"] == "aten::mm"]
+    mm = [e for e, op in device_work(trace) if op and op["name"] == "aten::mm"]
     assert mm and dev["inner 1"]["ts"] <= mm[0]["ts"] + 0.01
     # The same calls as torch.cuda.nvtx's.
     import torch.cuda.nvtx as cuda_nvtx
