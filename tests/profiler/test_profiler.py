@@ -416,7 +416,8 @@ def memory_categories(device):
 
 def test_memory_profiler_categorizes_musa_tensors(device):
     musa_roles, musa_counts = memory_categories(device)
-    native_roles, native_counts = memory_categories(NATIVE_GPU or "cpu")
+    # (against the CPU: native CUDA backward fails in a process with torch_musa, pytorch#161129)
+    native_roles, native_counts = memory_categories("cpu")
     assert musa_roles == native_roles == {"parameter": {"PARAMETER"}, "gradient": {"GRADIENT"},
                                           "optimizer_state": {"OPTIMIZER_STATE"}}
     # (Adam's step counters are CPU tensors on every device: the optimizer states compare by role.)
@@ -576,7 +577,8 @@ def test_record_function_inside_a_compiled_region(device):
     # torch.compile drops a record_function range inside the compiled region (Dynamo warns that
     # it is ignored) and marks the region itself; musa gets what the native device gets.
     names, prof = compiled_region_names(device)
-    native, _ = compiled_region_names(NATIVE_GPU or "cpu")
+    # (against the CPU: Inductor's CUDA codegen is not for a process with torch_musa's musa backend)
+    native, _ = compiled_region_names("cpu")
     assert names == native and any(n.startswith("Torch-Compiled Region") for n in names)
     if not HOST:  # the compiled Triton kernels, traced by CUPTI (the host driver runs its
         assert device_events(prof)  # compiled CPU graph outside the timed launches)
