@@ -158,7 +158,7 @@ def test_compiled_training(device):
         return compiled(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=True)
 
     q, k, v = qkv(device, hq=4, hkv=2)
-    out = check_forward_backward(run, q, k, v, score_cpu, mask_cpu, atol=1e-4, rtol=1e-4)
+    check_forward_backward(run, q, k, v, score_cpu, mask_cpu, atol=1e-4, rtol=1e-4)
 
 
 def test_compiled_inference(device):
