@@ -7,6 +7,7 @@
 #include "core/device.h"
 #include "core/musa_check.h"
 #include "core/stream.h"
+#include "profiler/device_activity.h"
 
 namespace torch_musa {
 namespace {
@@ -66,11 +67,13 @@ struct MusaGuardImpl final : public c10::impl::DeviceGuardImplInterface {
       MUSA_CHECK(musaEventCreateWithFlags(&ev, flags));
       *event = ev;
     }
+    profiler::RuntimeCall call("musaEventRecord");
     MUSA_CHECK(musaEventRecord(ev, native_stream(stream)));
   }
   void block(void* event, const c10::Stream& stream) const override {
     if (!event) return;
     DeviceScope scope(stream.device_index());
+    profiler::RuntimeCall call("musaStreamWaitEvent");
     MUSA_CHECK(musaStreamWaitEvent(native_stream(stream), static_cast<musaEvent_t>(event), 0));
   }
   bool queryEvent(void* event) const override {
@@ -84,7 +87,9 @@ struct MusaGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     if (event) (void)musaEventDestroy(static_cast<musaEvent_t>(event));
   }
   void synchronizeEvent(void* event) const override {
-    if (event) MUSA_CHECK(musaEventSynchronize(static_cast<musaEvent_t>(event)));
+    if (!event) return;
+    profiler::RuntimeCall call("musaEventSynchronize");
+    MUSA_CHECK(musaEventSynchronize(static_cast<musaEvent_t>(event)));
   }
   double elapsedTime(void* start, void* end, const c10::DeviceIndex device) const override {
     TORCH_CHECK(start && end, "both events must be recorded before asking for the elapsed time");
@@ -103,10 +108,12 @@ struct MusaGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void synchronizeStream(const c10::Stream& stream) const override {
     DeviceScope scope(stream.device_index());
+    profiler::RuntimeCall call("musaStreamSynchronize");
     MUSA_CHECK(musaStreamSynchronize(native_stream(stream)));
   }
   void synchronizeDevice(const c10::DeviceIndex device) const override {
     DeviceScope scope(device);
+    profiler::RuntimeCall call("musaDeviceSynchronize");
     MUSA_CHECK(musaDeviceSynchronize());
   }
   void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const override {

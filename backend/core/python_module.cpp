@@ -17,6 +17,7 @@
 #include "core/musa_check.h"
 #include "ops/routed_blocks.h"
 #include "core/stream.h"
+#include "profiler/device_activity.h"
 #include "version_gates.h"
 
 namespace py = pybind11;
@@ -110,6 +111,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_synchronize", [](int d) {
     py::gil_scoped_release no_gil;
     DeviceScope scope(static_cast<c10::DeviceIndex>(d));
+    profiler::RuntimeCall call("musaDeviceSynchronize");
     MUSA_CHECK(musaDeviceSynchronize());
   });
   m.def("_device_properties", [](int d) { return device_properties(static_cast<c10::DeviceIndex>(d)); });
