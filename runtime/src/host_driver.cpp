@@ -408,8 +408,7 @@ class HostDriver final : public Driver {
   musaError_t memImport(int, musaMemGenericAllocationHandle_t* h, const musaIpcMemHandle_t& shareable) override {
     HostIpcRange range{};
     if (auto e = hostIpcOpen(shareable, &range))
-      return fail(musaErrorInvalidResourceHandle,
-                  std::string("musaMemImportFromShareableHandle: ") + musaGetLastErrorMessage());
+      return fail(e, std::string("musaMemImportFromShareableHandle: ") + musaGetLastErrorMessage());
     std::lock_guard<std::mutex> g(mu_);
     PhysicalMemory pm{range.fd, range.offset, range.size, range.device, /*owns_fd=*/true};
     pm.imported = true;
