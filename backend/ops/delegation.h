@@ -12,6 +12,7 @@
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
+#include <functional>
 #include <string>
 #include <typeinfo>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "memory/caching_allocator.h"
 #include "core/device.h"
 #include "ops/kernel_device.h"
+#include "tensor_kinds/tensor_kinds.h"
 
 namespace torch_musa::op_layer {
 
@@ -44,6 +46,7 @@ struct OpTraits {
     return false;
   }
   bool cpu_only = false;                  // the kernel device has no kernel; only the CPU has
+  bool double_castable = false;           // computes in its dtype: double casting applies (double_cast.h)
 };
 
 // The traits of `op` (computed once per schema; lock-free after the first call on a thread).
@@ -218,6 +221,7 @@ class Delegation {
         return t.to(kd_.device_for(device));
       return t;
     }
+    if (C10_UNLIKELY(tensor_kinds::is_kind(t))) return alias_kind(t);
     // A storage only `t` references (use count 1) is in no entry of this call yet (an entry holds
     // a reference), and neither is `t`: the lookups are skipped, as for most parameters.
     const bool sole = t.storage().use_count() == 1;
@@ -381,14 +385,51 @@ class Delegation {
 
   at::Tensor to_musa(const at::Tensor& out) {
     if (!out.defined() || out.device().type() != kd_.type()) return out;
-    TORCH_CHECK_NOT_IMPLEMENTED(out.layout() == c10::kStrided, op_.schema().name(), " would return a ", out.layout(),
-                                " tensor: musa stores strided tensors only; run it on the cpu "
-                                "(x.cpu()) if you need that layout");
+    if (C10_UNLIKELY(tensor_kinds::is_kind(out))) return kind_to_musa(out);
     if (ptrdiff_t i = tensor_of_alias(out.unsafeGetTensorImpl()); i >= 0) return musa_ref(tensors_[i].musa);  // in-place: self
     if (device < 0) device = current_device();
     if (become_musa(out)) return out;
     return musa_tensor_like(out, to_musa_storage(out.storage()));
   }
+
+  struct KindAlias {
+    at::Tensor musa, alias;
+  };
+
+  // A sparse, nested or quantized musa tensor, rebuilt on the kernel device over aliases of its parts.
+  at::Tensor alias_kind(const at::Tensor& t) {
+    for (auto& e : kinds_)
+      if (e.musa.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return e.alias;
+    if (device < 0) device = t.device().index();
+    auto part = [this](const at::Tensor& p) { return alias(p); };
+    auto storage = [this](const c10::Storage& s) { return alias_storage(s); };
+    at::Tensor a = tensor_kinds::remake(
+      t, {part, storage, c10::toBackendComponent(kd_.dispatch_key()), kd_.device_for(t.device().index())});
+    kinds_.push_back({t, a});
+    return a;
+  }
+
+  // Runs `fn` with how a kernel-device tensor's parts come back to musa.
+  template <class Fn>
+  auto on_musa_side(Fn fn) {
+    if (device < 0) device = current_device();
+    auto part = [this](const at::Tensor& p) { return to_musa(p); };
+    auto storage = [this](const c10::Storage& s) { return to_musa_storage(s); };
+    return fn(tensor_kinds::PartMap{part, storage, c10::BackendComponent::PrivateUse1Bit, c10::Device(kMusa, device)});
+  }
+
+  // A sparse, nested or quantized result: an aliased argument (in place) gets
+  // what the op did to it; a new one is rebuilt over its parts in musa memory.
+  at::Tensor kind_to_musa(const at::Tensor& out) {
+    for (auto& e : kinds_)
+      if (e.alias.unsafeGetTensorImpl() == out.unsafeGetTensorImpl()) {
+        carry_kind(e);
+        return e.musa;
+      }
+    return on_musa_side([&](const tensor_kinds::PartMap& m) { return tensor_kinds::remake(out, m); });
+  }
+
+  void carry_kind(const KindAlias& e);
 
   // A fresh output that nothing else references (the common case) is turned
   // into a musa tensor in place: its memory is already musa memory, so only
@@ -420,6 +461,11 @@ class Delegation {
 
   void sync_tensor(const at::Tensor& musa) {
     if (!musa.defined() || musa.device().type() != kMusa) return;
+    if (C10_UNLIKELY(tensor_kinds::is_kind(musa))) {
+      for (auto& e : kinds_)
+        if (e.musa.unsafeGetTensorImpl() == musa.unsafeGetTensorImpl()) carry_kind(e);
+      return;
+    }
     ptrdiff_t i = tensor_of_musa(musa.unsafeGetTensorImpl());  // (each musa tensor is aliased once per call)
     if (i < 0) return;
     TensorAlias& e = tensors_[i];
@@ -450,10 +496,21 @@ class Delegation {
   c10::SmallVector<TensorAlias, 4> tensors_;
   c10::SmallVector<std::pair<c10::Storage, c10::Storage>, 2> fresh_;  // kernel-device -> musa
   PointerIndex by_musa_tensor_, by_alias_tensor_, by_musa_storage_, by_alias_storage_;
+  c10::SmallVector<KindAlias, 1> kinds_;  // sparse, nested and quantized arguments
 };
+
+inline void Delegation::carry_kind(const KindAlias& e) {
+  on_musa_side([&](const tensor_kinds::PartMap& m) {
+    tensor_kinds::carry_into(e.musa, e.alias, m);
+    return 0;
+  });
+}
 
 // The boxed delegation of one call (the fallback itself).
 void boxed_delegate(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack);
+// The same for a call whose musa tensors include a sparse, nested or quantized
+// one (`functionality` is that kind's key): the kernel device's kernel of that kind runs.
+void boxed_delegate_kind(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey functionality);
 // Counts one delegated op (torch.musa.ops.delegated_op_count()).
 void note_delegated();
 // Registers the unboxed fast path for `op` (qualified name without "aten::")
