@@ -1,0 +1,57 @@
+"""Fused 2-D cross entropy on musa: F.cross_entropy on 2-D musa logits with class targets takes
+it (as torch_musa's does), with weights, ignore_index and every reduction; forward and gradients
+against log_softmax + nll_loss in float64, all three dtypes; the other cases keep torch's path."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests.nn import fused_reference as ref
+
+M, C = 12, 37
+
+
+def _fused_calls(fn):
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn()
+    return sum(e.count for e in prof.key_averages() if e.key == "musa_fused::_fused_cross_entropy_2d_forward")
+
+
+@pytest.mark.parametrize("dtype", ref.DTYPES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_cross_entropy_matches_the_composition(dtype, reduction, weighted):
+    torch.manual_seed(0)
+    x, t = torch.randn(M, C) * 3, torch.randint(0, C, (M,))
+    t[3] = -100  # ignored row
+    inputs = [x, t] + ([torch.rand(C) + 0.5] if weighted else [])
+    fused = lambda a, b, *w: F.cross_entropy(a, b, *(v.to(a.dtype) for v in w), reduction=reduction)  # noqa: E731
+    reference = lambda a, b, *w: ref.cross_entropy(a, b, *w, reduction=reduction)  # noqa: E731
+    ref.check_fwd_bwd(fused, reference, inputs, dtype, grad_of=[0])
+
+
+def test_fused_path_is_taken_only_where_torch_musa_takes_it(device):
+    x, t = torch.randn(M, C, device=device), torch.randint(0, C, (M,), device=device)
+    assert _fused_calls(lambda: F.cross_entropy(x, t)) == 1
+    assert _fused_calls(lambda: F.cross_entropy(x, t, ignore_index=5)) == 1
+    # label smoothing, probability targets, 4-D logits, float64 and CPU tensors: torch's path
+    probs = torch.softmax(torch.randn(M, C, device=device), -1)
+    x4, t3 = torch.randn(2, C, 3, 2, device=device), torch.randint(0, C, (2, 3, 2), device=device)
+    for call in (lambda: F.cross_entropy(x, t, label_smoothing=0.1), lambda: F.cross_entropy(x, probs),
+                 lambda: F.cross_entropy(x4, t3), lambda: F.cross_entropy(x.double(), t),
+                 lambda: F.cross_entropy(x.cpu(), t.cpu())):
+        assert _fused_calls(call) == 0
+    torch.testing.assert_close(F.cross_entropy(x, t, label_smoothing=0.1).cpu(),
+                               F.cross_entropy(x.cpu(), t.cpu(), label_smoothing=0.1))
+    torch.testing.assert_close(F.cross_entropy(x4, t3).cpu(), F.cross_entropy(x4.cpu(), t3.cpu()))
+    # every row ignored: mean is nan, as torch's
+    assert torch.isnan(F.cross_entropy(x, torch.full_like(t, -100))).item()
+    assert torch.nn.CrossEntropyLoss()(x, t).dtype == torch.float32
+
+
+def test_out_of_range_target_is_an_error_or_nan(device):
+    x, t = torch.randn(4, C, device=device), torch.tensor([0, 1, C + 3, 2], device=device)
+    if torch.musa.get_driver_name() == "host":
+        with pytest.raises(IndexError, match="out of bounds"):
+            F.cross_entropy(x, t)
+    else:  # a GPU kernel cannot raise: the row's loss is NaN instead of a read past the row
+        assert torch.isnan(F.cross_entropy(x, t)).item()

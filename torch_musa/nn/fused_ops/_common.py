@@ -1,0 +1,36 @@
+"""What the fused ops share: the op namespace, input checks, and the test for a plain
+(non-DTensor) tensor that the fused musa routes of torch's ops take."""
+
+from __future__ import annotations
+
+import torch
+
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+ops = torch.ops.musa_fused  # schemas: backend/fused_llm/schemas.cpp
+
+_cuda_lib = None
+
+
+def check_float(x: torch.Tensor, op: str, what: str) -> None:
+    if x.dtype not in FLOAT_DTYPES:
+        raise ValueError(f"musa_fused::{op}: {what} must be float32, float16 or bfloat16, got {x.dtype}")
+
+
+def cuda_impl(name: str, fn) -> None:
+    """Registers fn as musa_fused::name's CUDA kernel, where torch is a CUDA build: the cuda
+    driver's op layer delegates musa calls there (on CUDA aliases of the musa memory, on the
+    current musa stream). Triton loads on the first call."""
+    global _cuda_lib
+    if torch.version.cuda is None:
+        return
+    if _cuda_lib is None:
+        _cuda_lib = torch.library.Library("musa_fused", "IMPL")
+    _cuda_lib.impl(name, fn, "CUDA")
+
+
+def is_dtensor(*ts) -> bool:
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # torch built without distributed
+        return False
+    return any(isinstance(t, DTensor) for t in ts)

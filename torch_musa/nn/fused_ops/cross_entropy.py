@@ -1,0 +1,112 @@
+"""Fused 2-D cross entropy: F.cross_entropy on 2-D musa logits with class-index targets and no
+label smoothing takes a fused path, as torch_musa's (which asks cross_entropy_loss_2d_choice and
+runs _fused_cross_entropy_loss_2d_forward there). The kernel reads the logits once forward (each
+row's loss and log-sum-exp) and once backward (writing the gradient); the reduction over the rows
+(mean over the targets' weights, sum, none) is plain torch on M numbers. The loss has the logits'
+dtype, as torch_musa's. torch's aten::cross_entropy_loss is a composite op; its musa path is a
+kernel for the AutogradPrivateUse1 key, other devices keep torch's.
+Kernels: backend/fused_llm/cross_entropy.cpp (host), _triton_cross_entropy.py (cuda)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ._common import FLOAT_DTYPES, check_float, cuda_impl, is_dtensor, ops
+
+_REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+
+def cross_entropy_loss_2d_choice(self: Tensor, target: Tensor, weight: Tensor | None = None, reduction: int = 1,
+                                 ignore_index: int = -100, label_smoothing: float = 0.0) -> int:
+    """1 where torch_musa's fused path applies (2-D floating logits, 1-D class indices), else 0."""
+    return int(self.dim() == 2 and target.dim() == 1 and self.dtype in FLOAT_DTYPES
+               and not target.is_floating_point() and not target.is_complex())
+
+
+def fused_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, reduction: str | int = "mean",
+                        ignore_index: int = -100) -> Tensor:
+    """Cross entropy of 2-D logits (rows, classes) against class indices, fused."""
+    red = _REDUCTIONS[reduction] if isinstance(reduction, str) else int(reduction)
+    rows, _ = ops._fused_cross_entropy_2d_forward(input, target, weight, ignore_index)
+    if red == 0:
+        return rows.to(input.dtype)
+    total = rows.sum()
+    if red == 2:
+        return total.to(input.dtype)
+    valid = target != ignore_index
+    if weight is None:
+        denom = valid.sum()
+    else:
+        denom = torch.where(valid, weight.float()[target.clamp(0, input.shape[1] - 1)], 0.0).sum()
+    return (total / denom).to(input.dtype)
+
+
+def _check(x: Tensor, t: Tensor, w: Tensor | None, op: str) -> None:
+    check_float(x, op, "the logits")
+    if x.dim() != 2:
+        raise ValueError(f"musa_fused::{op}: the logits must be 2-D (rows, classes), got {tuple(x.shape)}")
+    if t.dim() != 1 or t.shape[0] != x.shape[0] or t.is_floating_point():
+        raise ValueError(f"musa_fused::{op}: the target must be {x.shape[0]} class indices (1-D integer), got "
+                         f"{tuple(t.shape)} {t.dtype}")
+    if w is not None and w.numel() != x.shape[1]:
+        raise ValueError(f"musa_fused::{op}: weight must have one entry per class ({x.shape[1]}), got "
+                         f"{tuple(w.shape)}")
+
+
+@torch.library.register_fake("musa_fused::_fused_cross_entropy_2d_forward")
+def _fake_forward(self, target, weight, ignore_index):
+    _check(self, target, weight, "_fused_cross_entropy_2d_forward")
+    return self.new_empty((self.shape[0],), dtype=torch.float32), self.new_empty((self.shape[0],), dtype=torch.float32)
+
+
+@torch.library.register_fake("musa_fused::_fused_cross_entropy_2d_backward")
+def _fake_backward(grad_rows, self, target, lse, weight, ignore_index):
+    _check(self, target, weight, "_fused_cross_entropy_2d_backward")
+    return torch.empty_like(self, memory_format=torch.contiguous_format)
+
+
+def _setup(ctx, inputs, output):
+    x, t, w, ctx.ignore_index = inputs
+    ctx.save_for_backward(x, t, output[1], w)
+    ctx.mark_non_differentiable(output[1])
+
+
+def _backward(ctx, grad_rows, _grad_lse):
+    x, t, lse, w = ctx.saved_tensors
+    return ops._fused_cross_entropy_2d_backward(grad_rows, x, t, lse, w, ctx.ignore_index), None, None, None
+
+
+torch.library.register_autograd("musa_fused::_fused_cross_entropy_2d_forward", _backward, setup_context=_setup)
+
+
+def _cuda_forward(self, target, weight, ignore_index):
+    _check(self, target, weight, "_fused_cross_entropy_2d_forward")
+    from ._triton_cross_entropy import ce_forward
+
+    return ce_forward(self, target, weight, ignore_index)
+
+
+def _cuda_backward(grad_rows, self, target, lse, weight, ignore_index):
+    _check(self, target, weight, "_fused_cross_entropy_2d_backward")
+    from ._triton_cross_entropy import ce_backward
+
+    return ce_backward(grad_rows, self, target, lse, weight, ignore_index)
+
+
+cuda_impl("_fused_cross_entropy_2d_forward", _cuda_forward)
+cuda_impl("_fused_cross_entropy_2d_backward", _cuda_backward)
+
+
+def _musa_cross_entropy_loss(self, target, weight=None, reduction=1, ignore_index=-100, label_smoothing=0.0):
+    """aten::cross_entropy_loss for musa tensors (AutogradPrivateUse1): the fused op where
+    torch_musa's choice says so and torch would not take its label-smoothing path first."""
+    if label_smoothing == 0.0 and cross_entropy_loss_2d_choice(self, target) and not is_dtensor(self, target, weight) \
+            and (weight is None or weight.device == self.device):
+        return fused_cross_entropy(self, target, weight, reduction, int(ignore_index))
+    return torch.ops.aten.cross_entropy_loss.default.decompose(self, target, weight, reduction, ignore_index,
+                                                                label_smoothing)
+
+
+_aten_lib = torch.library.Library("aten", "IMPL")
+_aten_lib.impl("cross_entropy_loss", _musa_cross_entropy_loss, "AutogradPrivateUse1")

@@ -1,0 +1,102 @@
+"""Fused RMSNorm: torch_musa's _fused_rmsnorm_forward/backward (in the musa_fused namespace), and
+F.rms_norm / nn.RMSNorm on musa tensors taking them, as torch_musa's rms_norm does. torch's
+aten::rms_norm is a composite op; its musa path is a kernel for the AutogradPrivateUse1 key
+(torch's composite stays the kernel of every other device; a float64 input, a weight of another
+dtype or a DTensor takes the composite on musa too). Kernels: backend/fused_llm/rms_norm.cpp
+(host), _triton_rmsnorm.py (cuda)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from ._common import FLOAT_DTYPES, check_float, cuda_impl, is_dtensor, ops
+
+# torch's default eps for rms_norm: float32's machine epsilon (opmath of float/half/bfloat16).
+_DEFAULT_EPS = torch.finfo(torch.float32).eps
+
+
+def fused_rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
+                   eps: float | None = None) -> Tensor:
+    """RMSNorm in one pass forward and one backward (the fused op's output)."""
+    eps = _DEFAULT_EPS if eps is None else eps
+    return ops._fused_rmsnorm_forward(input, list(normalized_shape), eps, weight)[0]
+
+
+def _check(x: Tensor, shape, w: Tensor | None, op: str) -> int:
+    check_float(x, op, "the input")
+    k = len(shape)
+    if not 1 <= k <= x.dim() or list(x.shape[x.dim() - k:]) != list(shape):
+        raise ValueError(f"musa_fused::{op}: normalized_shape {list(shape)} does not match the input's trailing "
+                         f"dimensions {tuple(x.shape)}")
+    n = math.prod(shape)
+    if w is not None:
+        if w.numel() != n:
+            raise ValueError(f"musa_fused::{op}: weight {tuple(w.shape)} must have normalized_shape {list(shape)}")
+        if w.dtype != x.dtype:
+            raise ValueError(f"musa_fused::{op}: weight is {w.dtype}, the input {x.dtype}; they must match "
+                             "(cast the weight or use autocast)")
+    return n
+
+
+@torch.library.register_fake("musa_fused::_fused_rmsnorm_forward")
+def _fake_forward(input, normalized_shape, eps, weight=None):
+    _check(input, normalized_shape, weight, "_fused_rmsnorm_forward")
+    rows = input.shape[: input.dim() - len(normalized_shape)]
+    return (torch.empty_like(input, memory_format=torch.contiguous_format),
+            input.new_empty(rows, dtype=torch.float32))
+
+
+@torch.library.register_fake("musa_fused::_fused_rmsnorm_backward")
+def _fake_backward(grad_out, invvar, input, normalized_shape, eps, weight=None):
+    _check(input, normalized_shape, weight, "_fused_rmsnorm_backward")
+    dw = torch.empty_like(weight) if weight is not None else input.new_empty((0,))
+    return torch.empty_like(input, memory_format=torch.contiguous_format), dw
+
+
+def _setup(ctx, inputs, output):
+    x, shape, eps, w = inputs
+    ctx.shape, ctx.eps = shape, eps
+    ctx.save_for_backward(x, output[1], w)
+    ctx.mark_non_differentiable(output[1])
+
+
+def _backward(ctx, grad, _grad_invvar):
+    x, invvar, w = ctx.saved_tensors
+    dx, dw = ops._fused_rmsnorm_backward(grad, invvar, x, ctx.shape, ctx.eps, w)
+    return dx, None, None, (dw if w is not None else None)
+
+
+torch.library.register_autograd("musa_fused::_fused_rmsnorm_forward", _backward, setup_context=_setup)
+
+
+def _cuda_forward(input, normalized_shape, eps, weight=None):
+    n = _check(input, normalized_shape, weight, "_fused_rmsnorm_forward")
+    from ._triton_rmsnorm import rmsnorm_forward
+
+    return rmsnorm_forward(input, len(normalized_shape), n, eps, weight)
+
+
+def _cuda_backward(grad_out, invvar, input, normalized_shape, eps, weight=None):
+    n = _check(input, normalized_shape, weight, "_fused_rmsnorm_backward")
+    from ._triton_rmsnorm import rmsnorm_backward
+
+    return rmsnorm_backward(grad_out, invvar, input, n, weight)
+
+
+cuda_impl("_fused_rmsnorm_forward", _cuda_forward)
+cuda_impl("_fused_rmsnorm_backward", _cuda_backward)
+
+
+def _musa_rms_norm(input, normalized_shape, weight=None, eps=None):
+    """aten::rms_norm for musa tensors (AutogradPrivateUse1): the fused op where it applies."""
+    if input.dtype in FLOAT_DTYPES and (weight is None or weight.dtype == input.dtype) \
+            and not is_dtensor(input, weight):
+        return fused_rms_norm(input, normalized_shape, weight, eps)
+    return torch.ops.aten.rms_norm.default.decompose(input, normalized_shape, weight, eps)
+
+
+_aten_lib = torch.library.Library("aten", "IMPL")
+_aten_lib.impl("rms_norm", _musa_rms_norm, "AutogradPrivateUse1")
