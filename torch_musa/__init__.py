@@ -129,6 +129,7 @@ from .random import (  # noqa: E402
 )
 from . import amp, ops, optim  # noqa: E402
 from . import fp8  # noqa: E402  (the fused casts' CUDA kernels; Triton loads on first use)
+from . import nn  # noqa: E402  (the fused LLM ops: torch.nn.RoPE, SwishGLU, fused RMSNorm and cross entropy)
 from . import distributed, mccl  # noqa: E402
 from . import _device as _device_module  # noqa: E402
 from .cuda_compat import enable_cuda_compat  # noqa: E402
