@@ -10,6 +10,7 @@
 
 #include "memory/caching_allocator.h"
 #include "ops/delegate.h"
+#include "tensor_kinds/tensor_kinds.h"
 #include "ops/dtype_widening.h"
 #include "fp8/fp8.h"
 #include "core/device.h"
@@ -65,6 +66,7 @@ PYBIND11_MODULE(_C, m) {
   fp8::register_host_scaled_mm_rules();  // before the op layer takes every op without a kernel
   register_cuda_contiguous_inputs();
   delegate_structured_ops();
+  tensor_kinds::delegate_kind_kernels();
   register_host_sync_batch_norm();
   m.attr("_torch_version_major") = TORCH_VERSION_MAJOR;
   m.attr("_torch_version_minor") = TORCH_VERSION_MINOR;

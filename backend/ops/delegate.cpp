@@ -141,7 +141,7 @@ using namespace op_layer;
 // work: inputs are copied to the CPU, the CPU kernel runs, results are
 // copied back. This is the counted copying path.
 void run_on_cpu_by_copy(const c10::OperatorHandle& op, const OpTraits& traits, torch::jit::Stack* stack,
-                        c10::DeviceIndex device) {
+                        c10::DeviceIndex device, c10::DispatchKey cpu_key = c10::DispatchKey::CPU) {
   count_copy_path(op);
   const size_t nargs = op.schema().arguments().size();
   const size_t base = stack->size() - nargs;
@@ -163,7 +163,7 @@ void run_on_cpu_by_copy(const c10::OperatorHandle& op, const OpTraits& traits, t
     if ((*stack)[base + idx].isNone()) (*stack)[base + idx] = cpu_generator_from(default_generator(device));
   {
     KernelDeviceCallGuard below_musa;
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+    op.redispatchBoxed(c10::DispatchKeySet(cpu_key), stack);
   }
   // Results written into copies of musa arguments go back into those arguments.
   for (auto& [musa, cpu] : copies) {
@@ -182,11 +182,25 @@ void run_on_cpu_by_copy(const c10::OperatorHandle& op, const OpTraits& traits, t
   }
 }
 
-void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+// The key of `functionality` (Dense, Sparse, SparseCsr, Quantized, NestedTensor) on `backend`'s device.
+c10::DispatchKey key_of(c10::DispatchKey functionality, c10::DispatchKey backend) {
+  if (functionality == c10::DispatchKey::Dense) return backend;
+  return c10::toRuntimePerBackendFunctionalityKey(functionality, c10::toBackendComponent(backend));
+}
+
+// Delegates one call whose highest musa tensor kind is `functionality`: the
+// kernel device runs the kernel of the same kind (SparseCPU for a sparse musa
+// tensor on the host driver, QuantizedCUDA for a quantized one on the cuda driver).
+void musa_fallback_of(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey functionality) {
+  const bool dense = functionality == c10::DispatchKey::Dense;
   note_delegated();
   routed_blocks::Hold hold_lent;  // outputs are adopted below, from this thread's list
   KernelDevice& kd = kernel_device();
   const OpTraits& traits = traits_of(op);
+  const c10::DispatchKey kernel_key = key_of(functionality, kd.dispatch_key());
+  const c10::DispatchKey cpu_key = key_of(functionality, c10::DispatchKey::CPU);
+  // (Kinds: copy_ takes a cpu source, as copies between devices do.)
+  const bool cpu_source_ok = !dense && op.schema().name() == "aten::copy_";
   const auto& args = op.schema().arguments();
   const size_t nargs = args.size();
   const size_t base = stack->size() - nargs;
@@ -197,7 +211,7 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     const c10::IValue& v = (*stack)[base + i];
     const std::string& name = args[i].name();
     if (v.isTensor()) {
-      call.note_device(v.toTensor(), name, traits.is_cpu_side(i));
+      call.note_device(v.toTensor(), name, traits.is_cpu_side(i) || (cpu_source_ok && name == "src"));
     } else if (v.isTensorList()) {
       for (const c10::IValue& t : elements(v)) call.note_device(t.toTensor(), name, false);
       listed += elements(v).size();
@@ -232,8 +246,11 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     }
   }
 
-  if (traits.cpu_only) {
-    run_on_cpu_by_copy(op, traits, stack, call.device < 0 ? current_device() : call.device);
+  const bool cpu_only = dense ? traits.cpu_only
+                              : kernel_key != cpu_key && !op.hasKernelForDispatchKey(kernel_key) &&
+                                  op.hasKernelForDispatchKey(cpu_key);
+  if (cpu_only) {
+    run_on_cpu_by_copy(op, traits, stack, call.device < 0 ? current_device() : call.device, cpu_key);
     return;
   }
 
@@ -284,7 +301,7 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     // op was already seen there.
     KernelDeviceCallGuard below_musa;
     kd.launch(
-        call.device, [&] { op.redispatchBoxed(c10::DispatchKeySet(kd.dispatch_key()), stack); },
+        call.device, [&] { op.redispatchBoxed(c10::DispatchKeySet(kernel_key), stack); },
         op.schema().name().c_str());
     if (saved_default) {
       std::lock_guard<std::mutex> lock(kernel_default.mutex());
@@ -292,7 +309,7 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
     }
   } catch (const c10::Error& e) {
     // No kernel for a dtype GPUs have: run it widened, over the musa arguments.
-    auto narrow = missing_kernel_dtype(e, originals);
+    auto narrow = dense ? missing_kernel_dtype(e, originals) : std::nullopt;
     if (!narrow) {
       fp8::rethrow_float8_without_kernel(op, e);
       throw;
@@ -309,10 +326,19 @@ void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::ji
   for (size_t i = 0; i < nret; ++i) (*stack)[rbase + i] = call.to_musa_value((*stack)[rbase + i]);
 }
 
+void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  musa_fallback_of(op, stack, c10::DispatchKey::Dense);
+}
+
 }  // namespace
 
 void op_layer::boxed_delegate(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   musa_fallback(op, ks, stack);
+}
+
+void op_layer::boxed_delegate_kind(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                                   c10::DispatchKey functionality) {
+  musa_fallback_of(op, stack, functionality);
 }
 
 KernelDeviceCallGuard::KernelDeviceCallGuard() : guard_(above_backend()) {}
