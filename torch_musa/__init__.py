@@ -85,9 +85,12 @@ from .streams import (  # noqa: E402
     Event, ExternalStream, Stream, StreamContext, _sleep, current_stream, default_stream, set_stream, stream,
 )
 from .graphs import MUSAGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables  # noqa: E402
-from ._graph_lifecycle import *  # noqa: E402,F401,F403  (torch.cuda's graph hooks, torch 2.14+)
-from ._graph_lifecycle import __all__ as _graph_hook_names  # noqa: E402
-from . import _autograd_shutdown, _dynamo_musagraphs, _inductor  # noqa: E402  (cheap: they import no torch._dynamo)
+from .graphs.lifecycle import *  # noqa: E402,F401,F403  (torch.cuda's graph hooks, torch 2.14+)
+from .graphs.lifecycle import __all__ as _graph_hook_names  # noqa: E402
+from .graphs import dynamo_backend as _dynamo_musagraphs, lifecycle as _graph_lifecycle  # noqa: E402,F401  (earlier paths)
+from .graphs import update_musa_graph_with_profile  # noqa: E402,F401  (torch_musa's name)
+from . import graphs as musa_graph  # noqa: E402,F401  (torch_musa.musa_graph, torch_musa's module path)
+from . import _autograd_shutdown, _inductor  # noqa: E402  (cheap: they import no torch._dynamo)
 from . import memory  # noqa: E402
 from .memory import (  # noqa: E402
     MemPool,
@@ -155,6 +158,8 @@ from . import _serialization  # noqa: E402
 _serialization.install()  # CUDA checkpoints without CUDA: the error names map_location='musa'
 from . import comm  # noqa: E402,F401  (torch.musa.comm, as torch.cuda.comm)
 from . import nvtx  # noqa: E402,F401  (torch.musa.nvtx, as torch.cuda.nvtx: ranges in torch.profiler)
+from . import core, multi_tensor_apply, profiler  # noqa: E402,F401  (torch_musa's module paths)
+from .random import fork_rng  # noqa: E402,F401  (torch_musa.fork_rng)
 from . import _gated_paths  # noqa: E402
 
 _gated_paths.install()  # torch Python paths that hard-code CUDA (DataParallel's comm functions)

@@ -129,7 +129,14 @@ def get_device_capability(device: _DeviceLike = None) -> tuple:
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
-    return is_available()
+    """Whether the current musa device computes in bfloat16, as torch_musa answers it: natively
+    from MUSA architecture 2.2 (the host driver reports 3.1; on the cuda driver, the GPU's
+    own bfloat16 support), else only ``including_emulation`` (bfloat16 tensors still work)."""
+    if not is_available():
+        return False
+    if get_driver_name() == "host":
+        return True  # capability 3.1 >= 2.2
+    return torch.cuda.get_device_properties(_C._driver_ordinal(current_device())).major >= 8 or including_emulation
 
 
 def is_fp8_supported(device: _DeviceLike = None) -> bool:
@@ -144,13 +151,14 @@ def is_fp8_supported(device: _DeviceLike = None) -> bool:
 
 
 def is_tf32_supported() -> bool:
-    """Whether the current musa device computes float32 matmuls and convolutions in TF32 when
-    allowed. The host driver's CPU kernels have no TF32; on the cuda driver it is the GPU's
-    answer (Ampere and newer), as torch.cuda's."""
+    """Whether the current musa device has TF32, as torch_musa answers it (its native bfloat16
+    support: MUSA architecture 2.2 and newer). The host driver reports capability 3.1, so True
+    (its CPU kernels compute float32 in full precision either way); on the cuda driver it is the
+    GPU's answer (Ampere and newer), as torch.cuda's."""
     if not is_available():
         return False
     if get_driver_name() == "host":
-        return False
+        return True  # capability 3.1 >= 2.2
     return torch.cuda.get_device_properties(_C._driver_ordinal(current_device())).major >= 8
 
 

@@ -16,7 +16,7 @@ class _LegacyTensorType(type):
         return isinstance(obj, torch.Tensor) and obj.device.type == "musa" and obj.dtype == cls.dtype
 
     def __repr__(cls):
-        return f"<class 'torch.musa.{cls.__name__}'>"
+        return f"<class '{cls.__name__}'>"
 
 
 def _make(name, dtype):
@@ -26,7 +26,11 @@ def _make(name, dtype):
         # The CPU constructor's rules (sizes, a sequence, a tensor of that dtype), placed on musa.
         return cpu_ctor(*args).to(torch.device("musa", torch.musa.current_device() if device is None else device))
 
-    return _LegacyTensorType(name, (), {"dtype": dtype, "__new__": __new__, "__module__": "torch.musa"})
+    cls = _LegacyTensorType(name, (), {"dtype": dtype, "__new__": __new__, "__module__": "torch.musa"})
+    # Tensor.type(cls) reads the class's C-level name (tp_name), which for torch.cuda's
+    # classes is the full "torch.cuda.ByteTensor"; the full name lets it parse ours the same way.
+    cls.__name__ = f"torch.musa.{name}"
+    return cls
 
 
 TYPES = {name: _make(name, dtype) for name, dtype in _DTYPES.items()}

@@ -1,4 +1,5 @@
 """Random number generator state for musa devices, like torch.cuda.random."""
+import contextlib
 from typing import Iterable, List
 
 import torch
@@ -54,3 +55,12 @@ def set_rng_state(new_state: torch.Tensor, device="musa") -> None:
 def set_rng_state_all(new_states: Iterable[torch.Tensor]) -> None:
     for i, state in enumerate(new_states):
         set_rng_state(state, i)
+
+
+def fork_rng(devices=None, enabled: bool = True, _caller: str = "fork_rng", _devices_kw: str = "devices",
+             device_type: str = "musa") -> contextlib.AbstractContextManager:
+    """torch.random.fork_rng for musa (torch_musa's ``torch_musa.fork_rng``): inside the block the CPU
+    and the given musa devices' generators (all of them by default) may be used freely; at its
+    end their states are restored."""
+    return torch.random.fork_rng(devices=devices, enabled=enabled, _caller=_caller, _devices_kw=_devices_kw,
+                                 device_type=device_type)

@@ -53,8 +53,8 @@ class Stream(torch.Stream):
     def __hash__(self):
         return hash((self.stream_id, self.device_index, self.device_type))
 
-    def __repr__(self):
-        return f"<torch.musa.Stream device=musa:{self.device_index} stream_id={self.stream_id}>"
+    def __repr__(self):  # torch.cuda.Stream's form (`cuda_stream=0x...`)
+        return f"<torch.musa.Stream device=musa:{self.device_index} musa_stream={self.musa_stream:#x}>"
 
 
 class ExternalStream(Stream):
@@ -74,7 +74,7 @@ class ExternalStream(Stream):
         return super().__new__(cls, stream_id=sid, device_index=index, device_type=_device_type())
 
     def __repr__(self):
-        return f"<torch.musa.ExternalStream device=musa:{self.device_index} stream_id={self.stream_id}>"
+        return f"<torch.musa.ExternalStream device=musa:{self.device_index} musa_stream={self.musa_stream:#x}>"
 
 
 class Event(torch.Event):

@@ -97,6 +97,14 @@ musaStream_t native_stream(const c10::Stream& stream) {
   return p.streams[idx / kStreamsPerPool][idx % kStreamsPerPool];
 }
 
+void* user_stream_handle(const c10::Stream& stream) {
+  musaStream_t s = native_stream(stream);
+  void* native = nullptr;
+  MUSA_CHECK(musaStreamGetNativeHandle(s, &native));
+  if (native != nullptr) return native;
+  return stream.id() == 0 ? nullptr : static_cast<void*>(s);
+}
+
 int stream_priority(const c10::Stream& stream) {
   if (stream.id() == 0) return 0;
   if (stream.id() >= kFirstExternal) {
@@ -109,10 +117,17 @@ int stream_priority(const c10::Stream& stream) {
 
 c10::Stream external_stream(c10::DeviceIndex device, void* raw) {
   if (device < 0) device = current_device();
-  TORCH_CHECK(raw != nullptr,
-              "ExternalStream: the stream handle is 0 (null); for the default stream use "
-              "torch.musa.default_stream()");
   auto& p = pools(device);
+  if (raw == nullptr) {
+    // 0 is the host driver's default stream handle (as CUDA's); the cuda driver's default
+    // musa stream is a stream of its own, so there 0 would be CUDA's legacy stream.
+    void* native = nullptr;
+    MUSA_CHECK(musaStreamGetNativeHandle(p.default_stream, &native));
+    TORCH_CHECK(native == nullptr,
+                "ExternalStream: the stream handle is 0 (null, CUDA's legacy default stream), which musa "
+                "does not run on; for musa's default stream use torch.musa.default_stream()");
+    return make(device, 0);
+  }
   // A torch_musa stream's own handle (runtime or native) is that stream.
   auto is_handle_of = [raw](musaStream_t s) {
     void* native = nullptr;

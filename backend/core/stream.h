@@ -16,6 +16,11 @@ c10::Stream exchange_stream(c10::Stream stream);
 c10::Stream stream_from_pool(c10::DeviceIndex device, int priority);
 // The runtime handle behind a c10::Stream of the musa device.
 musaStream_t native_stream(const c10::Stream& stream);
+// The handle users see for `stream` (Stream.musa_stream, extensions' getCurrentMUSAStream):
+// the driver's own (cudaStream_t) where there is one, else the runtime's musaStream_t; the
+// host driver's default stream is 0 (null), as CUDA's default stream is: the runtime takes a
+// null stream as the current device's default stream.
+void* user_stream_handle(const c10::Stream& stream);
 // The c10::Stream for a stream handle created outside torch_musa (torch.cuda.ExternalStream's
 // counterpart): `raw` is what Stream.musa_stream gives (a runtime musaStream_t, or on the cuda
 // driver the cudaStream_t under it, which then gets a borrowing musa stream). A handle of a

@@ -32,7 +32,8 @@ TORCH_MUSA_EXT_API int torch_musa_ext_stream_handles(int64_t id, int device, voi
       (void)musaGetLastError();
       return -1;
     }
-    if (runtime_stream) *runtime_stream = static_cast<void*>(rs);
+    // (The host driver's default stream is null, as Stream.musa_stream says: user_stream_handle.)
+    if (runtime_stream) *runtime_stream = native == nullptr ? torch_musa::user_stream_handle(s) : static_cast<void*>(rs);
     if (native_stream) *native_stream = native;
     return 0;
   } catch (const std::exception& e) {

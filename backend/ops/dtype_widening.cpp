@@ -1,6 +1,7 @@
 #include "ops/dtype_widening.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/enum_tag.h>
 
 #include <mutex>
 #include <unordered_set>
@@ -14,10 +15,13 @@ std::mutex g_mu;
 std::unordered_map<std::string, int64_t> g_counts;
 thread_local bool t_widening = false;  // the widened call itself never widens again
 
-std::optional<c10::ScalarType> wider(c10::ScalarType t) {
+std::optional<c10::ScalarType> wider(c10::ScalarType t, bool pointwise) {
   if (t == c10::kHalf || t == c10::kBFloat16) return c10::kFloat;
   if (c10::isIntegralType(t, /*includeBool=*/false)) return c10::kDouble;
-  return std::nullopt;  // float8 has no wider kernel on purpose: its own issue says to upcast explicitly
+  // float8 holds data for scaled matmuls; its elementwise arithmetic and comparisons
+  // compute in float32, as torch_musa's do. Reductions and the rest keep the error.
+  if (pointwise && (t == c10::kFloat8_e4m3fn || t == c10::kFloat8_e5m2)) return c10::kFloat;
+  return std::nullopt;
 }
 
 void for_each_tensor(const c10::IValue& v, c10::function_ref<void(const at::Tensor&)> fn) {
@@ -48,32 +52,40 @@ std::optional<std::string> dtype_without_kernel(const c10::Error& error) {
   return std::nullopt;
 }
 
-std::optional<c10::ScalarType> missing_kernel_dtype(const c10::Error& error, c10::ArrayRef<c10::IValue> args) {
+std::optional<c10::ScalarType> missing_kernel_dtype(const c10::OperatorHandle& op, const c10::Error& error,
+                                                    c10::ArrayRef<c10::IValue> args) {
   if (t_widening) return std::nullopt;
+  const bool pointwise = op.hasTag(at::Tag::pointwise);
   const auto dtype = dtype_without_kernel(error);
   if (!dtype) return std::nullopt;
   const std::string& name = *dtype;
   std::optional<c10::ScalarType> found;
   for (const auto& v : args)
     for_each_tensor(v, [&](const at::Tensor& t) {
-      if (!found && t.defined() && name == c10::toString(t.scalar_type()) && wider(t.scalar_type()))
+      if (!found && t.defined() && name == c10::toString(t.scalar_type()) && wider(t.scalar_type(), pointwise))
         found = t.scalar_type();
     });
   return found;
 }
 
+bool converting_now() { return t_widening; }
+
 void run_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::ScalarType narrow) {
+  run_in_dtype(op, stack, narrow, *wider(narrow, op.hasTag(at::Tag::pointwise)));
+}
+
+void run_in_dtype(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::ScalarType from,
+                  c10::ScalarType compute) {
   const auto& schema = op.schema();
-  const c10::ScalarType wide = *wider(narrow);
   const OpTraits& traits = traits_of(op);
   const size_t nargs = schema.arguments().size();
   const size_t base = stack->size() - nargs;
-  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 4> widened;  // original -> widened copy
+  c10::SmallVector<std::pair<at::Tensor, at::Tensor>, 4> widened;  // original -> converted copy
   auto widen = [&](const at::Tensor& t) -> at::Tensor {
-    if (!t.defined() || t.scalar_type() != narrow) return t;
+    if (!t.defined() || t.scalar_type() != from) return t;
     for (auto& e : widened)
       if (e.first.is_same(t)) return e.second;
-    widened.emplace_back(t, t.to(wide));
+    widened.emplace_back(t, t.to(compute));
     return widened.back().second;
   };
   std::unordered_set<const at::TensorImpl*> written;
@@ -105,9 +117,9 @@ void run_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::S
       for (auto& [original, copy] : widened)
         if (copy.is_same(t)) return original;  // a written argument comes back as itself
       if (!t.defined()) return t;
-      if (t.scalar_type() == wide) return t.to(narrow);
+      if (t.scalar_type() == compute) return t.to(from);
       // A half-precision FFT gives complex32 on GPUs; its widened run gives complex64.
-      if (narrow == c10::kHalf && t.scalar_type() == c10::kComplexFloat) return t.to(c10::kComplexHalf);
+      if (from == c10::kHalf && t.scalar_type() == c10::kComplexFloat) return t.to(c10::kComplexHalf);
       return t;
     });
 }

@@ -3,6 +3,8 @@
 // op runs again with those arguments widened (float32 for half/bfloat16,
 // float64 for integers) and its results cast back, written arguments
 // included. Counted per op, like the copy path (torch.musa.ops.widened_op_counts()).
+// float8 is widened (to float32) for pointwise ops only: elementwise arithmetic and
+// comparisons, as torch_musa allows; reductions and the rest keep float8's error.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -21,12 +23,22 @@ namespace torch_musa::op_layer {
 std::optional<std::string> dtype_without_kernel(const c10::Error& error);
 
 // The dtype `error` says the kernel has no kernel for, if it is one some
-// tensor among `args` has and the op layer can widen (not while widening).
-std::optional<c10::ScalarType> missing_kernel_dtype(const c10::Error& error, c10::ArrayRef<c10::IValue> args);
+// tensor among `args` has and the op layer can widen for `op` (not while widening).
+std::optional<c10::ScalarType> missing_kernel_dtype(const c10::OperatorHandle& op, const c10::Error& error,
+                                                    c10::ArrayRef<c10::IValue> args);
 
 // Runs `op` (its musa arguments on `stack`, as the dispatcher passes them)
 // with every tensor of dtype `narrow` widened, then casts results back.
 void run_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::ScalarType narrow);
+
+// Runs `op` with every tensor of dtype `from` converted to `compute`, and the
+// results of dtype `compute` (written arguments included) converted back to
+// `from`: the widening above, and double casting (double_cast.h) the other way.
+void run_in_dtype(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::ScalarType from,
+                  c10::ScalarType compute);
+
+// Whether this thread is inside run_in_dtype's call (which never converts again).
+bool converting_now();
 
 std::unordered_map<std::string, int64_t> widened_op_counts();
 void reset_widened_op_counts();

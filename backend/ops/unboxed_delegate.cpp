@@ -22,6 +22,7 @@
 #include "fp8/fp8.h"
 #include "ops/delegate.h"
 #include "ops/delegation.h"
+#include "ops/double_cast.h"
 #include "ops/dtype_widening.h"
 #include "ops/routed_blocks.h"
 #include "graphs/capture_state.h"
@@ -74,8 +75,9 @@ class UnboxedDelegate<Ret(Args...)> {
 
   Ret operator()(c10::DispatchKeySet ks, Args... args) const {
     const OpTraits& traits = traits_of(op_);
-    // Captures take the boxed path: the host driver records ops there.
-    if (traits.cpu_only || graphs::any_capture_underway()) return boxed(ks, args...);
+    // Captures take the boxed path: the host driver records ops there; so does double casting.
+    if (traits.cpu_only || graphs::any_capture_underway() || C10_UNLIKELY(double_cast_enabled()))
+      return boxed(ks, args...);
     note_delegated();
     routed_blocks::Hold hold_lent;  // the output is adopted below, from this thread's list
     KernelDevice& kd = kernel_device();
@@ -115,7 +117,7 @@ class UnboxedDelegate<Ret(Args...)> {
       // No kernel for one of the arguments' dtypes: the boxed path widens it (dtype_widening.h).
       std::vector<c10::IValue> boxed_args;
       (boxed_args.emplace_back(args), ...);
-      if (!missing_kernel_dtype(e, boxed_args)) {
+      if (!missing_kernel_dtype(op_, e, boxed_args)) {
         fp8::rethrow_float8_without_kernel(op_, e);
         throw;
       }

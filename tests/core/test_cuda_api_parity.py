@@ -17,9 +17,14 @@ def test_peer_access_and_its_argument_checks(two_devices):
         torch.musa.can_device_access_peer(-2, 0)
 
 
-def test_tf32_support_follows_the_kernel_device(device):
-    if torch.musa.get_driver_name() == "host":  # ATen's CPU kernels have no TF32
-        assert torch.musa.is_tf32_supported() is False
+def test_tf32_and_bf16_support_answer_as_torch_musa_does(device):
+    if torch.musa.get_driver_name() == "host":
+        # torch_musa's answer for the capability the host driver reports (3.1 >= 2.2, its first
+        # architecture with native bfloat16 and TF32)
+        assert torch.musa.get_device_capability() == (3, 1)
+        assert torch.musa.is_tf32_supported() is True
+        assert torch.musa.is_bf16_supported() is True
+        assert torch.musa.is_bf16_supported(including_emulation=False) is True
     else:  # the GPU's answer, as torch.cuda gives it (Ampere and newer)
         ordinal = torch.musa._C._driver_ordinal(0)
         assert torch.musa.is_tf32_supported() is (torch.cuda.get_device_properties(ordinal).major >= 8)
@@ -67,6 +72,13 @@ def test_legacy_tensor_types(device, name, dtype):
     assert isinstance(data, cls) and not isinstance(data.cpu(), cls)
     other = torch.musa.IntTensor if dtype != torch.int32 else torch.musa.LongTensor
     assert not isinstance(data, other)
+    # Tensor.type accepts the class and its name, as with torch.cuda's classes
+    x = torch.tensor([0.0, 1.5, 2.0], device=device)
+    for arg in (cls, f"torch.musa.{name}"):
+        converted = x.type(arg)
+        assert converted.dtype == dtype and converted.device == device and converted.type() == f"torch.musa.{name}"
+        torch.testing.assert_close(converted.cpu(), x.cpu().type(getattr(torch, name)))
+    assert repr(cls) == f"<class 'torch.musa.{name}'>"
 
 
 def test_mudnn_flags_are_the_convolution_settings(device):

@@ -179,10 +179,19 @@ def test_dropout_backward_uses_same_mask():
     torch.testing.assert_close(x.grad.cpu(), kept.float() / 0.7)
 
 
-def test_fork_rng_restores_musa_state():
-    torch.musa.manual_seed(17)
-    ref = torch.randn(10, device="musa").cpu()
-    torch.musa.manual_seed(17)
-    with torch.random.fork_rng(device_type="musa"):
-        torch.randn(100, device="musa")
-    assert torch.equal(torch.randn(10, device="musa").cpu(), ref)
+@pytest.mark.parametrize("fork_rng", ["torch.random", "torch_musa"])
+def test_fork_rng_restores_musa_and_cpu_generators(fork_rng):
+    import torch_musa
+
+    fork = torch.random.fork_rng if fork_rng == "torch.random" else torch_musa.fork_rng
+    kwargs = {"device_type": "musa"} if fork_rng == "torch.random" else {}
+    torch.manual_seed(3)
+    torch.musa.manual_seed(3)
+    with fork(devices=[0], **kwargs):
+        inside = (torch.rand(4, device="musa").cpu(), torch.rand(4))
+        torch.musa.manual_seed(99)
+    after = (torch.rand(4, device="musa").cpu(), torch.rand(4))
+    assert torch.equal(inside[0], after[0]) and torch.equal(inside[1], after[1])
+    with fork(devices=[0], enabled=False, **kwargs):
+        torch.rand(4, device="musa")
+    assert not torch.equal(torch.rand(4, device="musa").cpu(), after[0])  # not forked: the draw advanced it

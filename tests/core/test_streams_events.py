@@ -162,3 +162,27 @@ def test_current_stream_per_device(two_devices):
         assert torch.musa.current_stream(0) == torch.musa.default_stream(0)
     finally:
         torch.musa.set_stream(torch.musa.default_stream(1))
+
+
+def test_stream_repr_in_torch_cudas_form():
+    import types
+
+    s = torch.musa.Stream()
+    for stream in (s, torch.musa.default_stream()):
+        # torch.cuda.Stream's own __repr__ over the same device and handle, with musa's names
+        cuda_form = torch.cuda.Stream.__repr__(types.SimpleNamespace(device=f"musa:{stream.device_index}",
+                                                                     cuda_stream=stream.musa_stream))
+        assert repr(stream) == cuda_form.replace("torch.cuda.Stream", "torch.musa.Stream").replace(
+            "cuda_stream=", "musa_stream=")
+
+
+def test_default_stream_handle_is_zero_on_the_host_driver_as_cudas():
+    if torch.musa.get_driver_name() != "host":
+        pytest.skip("the cuda driver's default musa stream is a CUDA stream of its own (non-zero handle)")
+    default = torch.musa.default_stream()
+    assert default.musa_stream == 0 and torch.musa.current_stream().musa_stream == 0
+    assert torch.musa.Stream().musa_stream != 0
+    assert torch.musa.ExternalStream(0) == default  # as torch.cuda.ExternalStream(0) is CUDA's default stream
+    with torch.musa.stream(torch.musa.ExternalStream(0)):
+        x = torch.arange(4.0, device="musa") * 2
+    assert torch.equal(x.cpu(), torch.arange(4.0) * 2)

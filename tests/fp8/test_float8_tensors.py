@@ -87,8 +87,7 @@ def test_save_load_and_print(device, f8):
     assert " ".join(text.replace("device='musa:0',", "").split()) == " ".join(repr(x.cpu()).split())
 
 
-@pytest.mark.parametrize("op", [lambda t: t + t, lambda t: t * 2, lambda t: t.sum(), lambda t: t.amax(),
-                                lambda t: t.masked_fill(t.float() > 0, 0)])
+@pytest.mark.parametrize("op", [lambda t: t.sum(), lambda t: t.amax(), lambda t: t.cumsum(0)])
 def test_ops_without_a_float8_kernel_name_the_dtype_and_say_to_upcast(device, op):
     x = torch.randn(8, device=device).to(torch.float8_e4m3fn)
     with pytest.raises(NotImplementedError) as e:

@@ -83,7 +83,7 @@ def test_ops_with_a_kernel_are_not_widened(device):
     assert torch.musa.ops.widened_op_counts() == {}
 
 
-def test_float8_is_not_widened_and_the_error_names_the_dtype(device):
+def test_float8_reductions_are_not_widened_and_the_error_names_the_dtype(device):
     x = torch.randn(8, device=device).to(torch.float8_e4m3fn)
     with pytest.raises(RuntimeError, match="Float8_e4m3fn"):
         x.cumsum(0)

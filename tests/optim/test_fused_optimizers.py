@@ -129,3 +129,29 @@ def test_fused_lamb_leaves_gradients_alone_and_rejects_bad_input(device):
         FusedLAMB([p], betas=(1.0, 0.999))
     with pytest.raises(ValueError, match="lr"):
         FusedLAMB([p], lr=-1.0)
+
+
+@pytest.mark.parametrize("cls", [FusedAdam, FusedAdamW])
+def test_state_dict_holds_step_on_the_host_and_round_trips(device, cls, tmp_path):
+    # torch_musa's FusedAdam checkpoints keep `step` on the CPU; the optimizer's own stays on musa
+    init = _params()
+    _, opt = _run(lambda p: cls(p, lr=1e-2), init, device, steps=3)
+    torch.save(opt.state_dict(), tmp_path / "opt.pt")
+    saved = torch.load(tmp_path / "opt.pt")
+    for param_state in saved["state"].values():
+        assert param_state["step"].device.type == "cpu" and param_state["step"].item() == 3
+        assert param_state["exp_avg"].device == device
+    assert all(s["step"].device == device for s in opt.state.values())  # the live state is untouched
+    # loading it back gives the same next step as continuing without the checkpoint
+    params = [torch.nn.Parameter(p.clone().to(device)) for p in init]
+    resumed = cls(params, lr=1e-2)
+    resumed.load_state_dict(saved)
+    assert all(s["step"].device == device for s in resumed.state.values())
+    for p_live, p_new in zip(opt.param_groups[0]["params"], params):
+        p_new.data.copy_(p_live.data)
+        p_live.grad = torch.ones_like(p_live)
+        p_new.grad = torch.ones_like(p_new)
+    opt.step()
+    resumed.step()
+    for a, b in zip(opt.param_groups[0]["params"], params):
+        assert torch.equal(a.detach().cpu(), b.detach().cpu())

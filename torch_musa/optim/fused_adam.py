@@ -9,6 +9,19 @@ and so are DTensor parameters, as torch.optim's fused path allows them.
 import torch
 
 
+def _steps_on_host(state_dict: dict) -> dict:
+    """torch_musa's FusedAdam keeps ``step`` on the host in its state dict (torch's fused Adam keeps
+    it beside the parameters, where its kernel reads it). The optimizer's own steps stay on the
+    device; the state dict gets host copies, and loading moves them back (fused: float32 on the
+    parameter's device), so a checkpoint round-trips either way."""
+    for key, param_state in state_dict["state"].items():
+        step = param_state.get("step")
+        if torch.is_tensor(step) and step.device.type != "cpu":
+            # (a new per-parameter dict: torch's state dict shares them with the live state)
+            state_dict["state"][key] = {**param_state, "step": step.detach().to("cpu", copy=True)}
+    return state_dict
+
+
 class FusedAdam(torch.optim.Adam):
     """Adam with every update in ATen's fused multi-tensor kernel; ``adam_w_mode=True`` decays
     the weights decoupled (AdamW), as torch_musa/Apex's FusedAdam."""
@@ -19,6 +32,9 @@ class FusedAdam(torch.optim.Adam):
                          maximize=maximize, capturable=capturable, fused=True,
                          decoupled_weight_decay=adam_w_mode)
 
+    def state_dict(self):
+        return _steps_on_host(super().state_dict())
+
 
 class FusedAdamW(torch.optim.AdamW):
     """AdamW with every update in ATen's fused multi-tensor kernel."""
@@ -27,3 +43,6 @@ class FusedAdamW(torch.optim.AdamW):
                  maximize=False, capturable=False):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                          maximize=maximize, capturable=capturable, fused=True)
+
+    def state_dict(self):
+        return _steps_on_host(super().state_dict())

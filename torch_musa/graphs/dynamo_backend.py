@@ -22,7 +22,7 @@ backend is registered or used. ``torch_musa`` calls
 :func:`_install_lazy_registration` at import; it registers the backend the
 moment torch._dynamo's backend registry is loaded (or at once if it already is).
 The ``torch_dynamo_backends`` entry point ``musagraphs =
-torch_musa._dynamo_musagraphs:musagraphs`` is the packaging-level equivalent.
+torch_musa.graphs.dynamo_backend:musagraphs`` is the packaging-level equivalent.
 """
 from __future__ import annotations
 
@@ -247,7 +247,7 @@ class _Captured:
         self.plan = _OutputPlan(static_inputs, static_outputs)
 
     def run(self, args: Sequence[Any]) -> list[Any]:
-        from ._device import current_device, device as device_ctx
+        from .._device import current_device, device as device_ctx
 
         if current_device() != self.device:
             with device_ctx(self.device):
@@ -273,7 +273,7 @@ class _SharedPools:
 
     def get(self, device: int):
         if device not in self._pools:
-            from .graphs import graph_pool_handle
+            from ._graphs import graph_pool_handle
 
             self._pools[device] = graph_pool_handle()
         return self._pools[device]
@@ -322,8 +322,8 @@ class _GraphRunner:
         return entry.run(args)
 
     def _capture(self, args, device: int):
-        from ._device import device as device_ctx
-        from .graphs import MUSAGraph, graph
+        from .._device import device as device_ctx
+        from ._graphs import MUSAGraph, graph
 
         with device_ctx(device):
             try:
@@ -375,7 +375,7 @@ def musagraphs(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs
 
 def _install_lazy_registration() -> None:
     """Make ``backend="musagraphs"`` resolvable without importing torch._dynamo now."""
-    from ._import_hooks import after_import
+    from .._import_hooks import after_import
 
     def register(registry) -> None:
         if BACKEND_NAME not in registry._COMPILER_FNS:

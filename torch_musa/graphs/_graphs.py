@@ -27,8 +27,9 @@ import torch
 from torch import Tensor
 from torch.utils import _pytree as pytree
 
-from . import _C, _graph_lifecycle, _version_gate
-from ._graph_lifecycle import (
+from .. import _C, _version_gate
+from . import lifecycle as _graph_lifecycle
+from .lifecycle import (
     register_graph_capture_end_hook,
     register_graph_capture_start_hook,
     register_graph_destroy_hook,
@@ -118,7 +119,7 @@ def graph_pool_handle() -> PoolHandle:
     .. warning::
         Beta API, like its CUDA counterpart; it may change.
     """
-    from ._device import current_device
+    from .._device import current_device
 
     return tuple(_ext()._graph_pool_handle(current_device()))  # type: ignore[return-value]
 
@@ -142,7 +143,7 @@ class MUSAGraph(_GraphBase):
 
     Lifecycle hooks (torch.cuda's, from torch 2.14) run at capture start and end, after
     instantiation and around each replay; destroy callbacks and retained objects are released
-    when the graph is reset or collected. See :mod:`torch_musa._graph_lifecycle`.
+    when the graph is reset or collected. See :mod:`torch_musa.graphs.lifecycle`.
 
     .. warning::
         Beta API, like :class:`torch.cuda.CUDAGraph`; it may change.
@@ -242,7 +243,7 @@ class MUSAGraph(_GraphBase):
         Replay-start hooks run just before the launch (one that raises cancels it), and
         replay-end hooks once it is enqueued, also when the launch raised."""
         if self._retained.sync_before_fire:
-            from .streams import current_stream
+            from ..streams import current_stream
 
             self._retained.replay_streams.add(current_stream())
         if self._has_capture and not self._has_graph_exec:
@@ -392,7 +393,7 @@ class graph:
         self.pool = _check_pool(pool)
         self.musa_graph = musa_graph
         self.capture_stream = stream if stream is not None else self._side_stream()
-        from .streams import stream as _stream_ctx
+        from ..streams import stream as _stream_ctx
 
         self.stream_ctx = _stream_ctx(self.capture_stream)
 
@@ -400,8 +401,8 @@ class graph:
     def _side_stream(cls) -> torch.Stream:
         # One capture runs at a time in a process (the documented rule for graphs),
         # so the lazily created shared side streams need no locking.
-        from ._device import current_device
-        from .streams import Stream
+        from .._device import current_device
+        from ..streams import Stream
 
         index = current_device()
         default = cls.default_capture_stream
@@ -416,8 +417,8 @@ class graph:
         return side
 
     def __enter__(self) -> None:
-        from ._device import synchronize
-        from .memory import empty_cache
+        from .._device import synchronize
+        from ..memory import empty_cache
 
         synchronize()
         gc.collect()
@@ -656,8 +657,8 @@ def make_graphed_callables(
     .. warning::
         Beta API, like its CUDA counterpart; it may change.
     """
-    from ._device import synchronize
-    from .streams import Stream, stream
+    from .._device import synchronize
+    from ..streams import Stream, stream
 
     if _autocast_cache_active():
         raise RuntimeError(
@@ -714,9 +715,3 @@ def make_graphed_callables(
             results.append(graphed)
     return results[0] if single else tuple(results)
 
-
-def __getattr__(name):
-    err = _version_gate.unsupported_graph_api("torch.musa", name)
-    if err is not None:
-        raise err
-    raise AttributeError(f"module 'torch_musa.graphs' has no attribute '{name}'")
