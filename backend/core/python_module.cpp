@@ -11,6 +11,7 @@
 #include "memory/caching_allocator.h"
 #include "ops/delegate.h"
 #include "tensor_kinds/tensor_kinds.h"
+#include "ops/double_cast.h"
 #include "ops/dtype_widening.h"
 #include "fp8/fp8.h"
 #include "core/device.h"
@@ -125,21 +126,15 @@ PYBIND11_MODULE(_C, m) {
   });
   // The driver's handle behind the current musa stream (a cudaStream_t on the
   // cuda driver): what compiled Triton kernels and extensions launch on.
+  // (The host driver has no handle below its own streams: the musa stream is the handle.)
   m.def("_current_raw_stream", [](int d) {
-    musaStream_t s = native_stream(current_stream(static_cast<c10::DeviceIndex>(d)));
-    void* native = nullptr;
-    MUSA_CHECK(musaStreamGetNativeHandle(s, &native));
-    // The host driver has no handle below its own streams: the musa stream is the handle.
-    return reinterpret_cast<uintptr_t>(native != nullptr ? native : static_cast<void*>(s));
+    return reinterpret_cast<uintptr_t>(user_stream_handle(current_stream(static_cast<c10::DeviceIndex>(d))));
   });
   // The raw handle of a musa stream given by id: the driver's (cudaStream_t) where there is one.
   m.def("_stream_raw_handle", [](int64_t id, int device) {
-    musaStream_t s = native_stream(c10::Stream(c10::Stream::UNSAFE,
-                                               c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)),
-                                               static_cast<c10::StreamId>(id)));
-    void* native = nullptr;
-    MUSA_CHECK(musaStreamGetNativeHandle(s, &native));
-    return reinterpret_cast<uintptr_t>(native != nullptr ? native : static_cast<void*>(s));
+    return reinterpret_cast<uintptr_t>(user_stream_handle(
+        c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)),
+                    static_cast<c10::StreamId>(id))));
   });
   // torch.musa.ExternalStream: the stream id for a handle made outside torch_musa.
   m.def("_external_stream", [](uintptr_t raw, int device) {
@@ -186,6 +181,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_copy_path_counts", [] { reset_copy_path_counts(); });
   m.def("_widened_op_counts", [] { return op_layer::widened_op_counts(); });
   m.def("_reset_widened_op_counts", [] { op_layer::reset_widened_op_counts(); });
+  m.def("_double_cast_enabled", [] { return op_layer::double_cast_enabled(); });
+  m.def("_set_double_cast", [](bool on) { op_layer::set_double_cast(on); });
   m.def("_delegated_op_count", [] { return delegated_op_count(); });
   distributed::bind_python(m);
   graphs::bind_python(m);

@@ -23,6 +23,7 @@
 #include "core/generator.h"
 #include "ops/kernel_device.h"
 #include "ops/delegation.h"
+#include "ops/double_cast.h"
 #include "ops/dtype_widening.h"
 #include "ops/routed_blocks.h"
 #include "graphs/capture_state.h"
@@ -73,6 +74,7 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
   t.allows_cpu_indices = name == "aten::index" || name == "aten::index_put_" || name == "aten::index_put" ||
                          name == "aten::_index_put_impl_" || name == "aten::_unsafe_index" ||
                          name == "aten::_unsafe_index_put";
+  t.double_castable = computes_in_dtype(schema);
   const OpTraits& stored = cache.emplace(&schema, std::move(t)).first->second;
   local.emplace(&schema, &stored);
   return stored;
@@ -80,6 +82,15 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
 
 [[noreturn]] void device_mismatch(const c10::OperatorHandle& op, const c10::Device& a, const c10::Device& b,
                                   const std::string& arg) {
+  // A convolution names its weight's and input's devices, in torch_musa's words (programs match on them).
+  if (op.schema().name().find("convolution") != std::string::npos && (arg == "input" || arg == "weight")) {
+    const c10::Device& weight = arg == "weight" ? b : a;
+    const c10::Device& input = arg == "weight" ? a : b;
+    TORCH_CHECK(false, "Expected weight tensor and input tensor to be on the same MUSA device, but got weight on ",
+                weight, " and input on ", input, " (", op.schema().name(), "): move the ",
+                weight.is_cpu() ? "module to musa with .to('" : "input to musa with .to('",
+                weight.is_cpu() ? input : weight, "')");
+  }
   TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", a,
               " and ", b, "! (argument '", arg, "' of ", op.schema().name(), " is on ", b,
               "; move it with .to('", a, "'). Only 0-dim cpu tensors may be mixed with musa tensors.)");
@@ -193,6 +204,7 @@ c10::DispatchKey key_of(c10::DispatchKey functionality, c10::DispatchKey backend
 // tensor on the host driver, QuantizedCUDA for a quantized one on the cuda driver).
 void musa_fallback_of(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey functionality) {
   const bool dense = functionality == c10::DispatchKey::Dense;
+  if (C10_UNLIKELY(double_cast_enabled()) && dense && maybe_run_double_cast(op, stack)) return;
   note_delegated();
   routed_blocks::Hold hold_lent;  // outputs are adopted below, from this thread's list
   KernelDevice& kd = kernel_device();
@@ -309,7 +321,7 @@ void musa_fallback_of(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
     }
   } catch (const c10::Error& e) {
     // No kernel for a dtype GPUs have: run it widened, over the musa arguments.
-    auto narrow = dense ? missing_kernel_dtype(e, originals) : std::nullopt;
+    auto narrow = dense ? missing_kernel_dtype(op, e, originals) : std::nullopt;
     if (!narrow) {
       fp8::rethrow_float8_without_kernel(op, e);
       throw;
