@@ -1,5 +1,7 @@
 // PrivateUse1 hooks: what ATen asks a backend about (availability,
 // generators, pinned memory, pointers, storage resizing).
+#include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/StorageImpl.h>
 
@@ -33,7 +35,11 @@ struct MusaHooks final : public at::PrivateUse1HooksInterface {
       (void)musaGetLastError();
       return false;
     }
-    return attr.type == musaMemoryTypeHost;
+    if (attr.type == musaMemoryTypeHost) return true;
+    // A CUDA build of torch pins host memory with CUDA's host allocator whenever CUDA is present
+    // (ATen's empty(pin_memory=True) on torch 2.11) but asks the accelerator, musa, whether it is
+    // pinned (DDP's local-used map asserts it): on the cuda driver that memory is as pinned for musa.
+    return at::globalContext().hasCUDA() && at::detail::getCUDAHooks().isPinnedPtr(data);
   }
   at::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
   bool hasPrimaryContext(c10::DeviceIndex device) const override { return is_device_initialized(device); }

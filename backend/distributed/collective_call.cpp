@@ -1,5 +1,6 @@
 #include "distributed/collective_call.h"
 
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/from_blob.h>
 
@@ -56,9 +57,9 @@ void CollectiveCall::check(const at::Tensor& t) {
   TORCH_CHECK(t.device().index() == device_, "mccl ", op_, ": tensors on musa:", device_, " and ", t.device(),
               "; one rank runs a collective on one musa device (torch.musa.set_device(local_rank))");
   if (movement_ == Movement::kReduce)
-    TORCH_CHECK(!is_float8(t.scalar_type()), "mccl ", op_, ": ", t.scalar_type(), " cannot be reduced; "
-                "float8 tensors move through the data-movement collectives (broadcast, all_gather, all_to_all, "
-                "send/recv...). Upcast to bfloat16 or float32 to reduce them");
+    TORCH_CHECK(t.scalar_type() != at::kFloat8_e8m0fnu, "mccl ", op_, ": ", t.scalar_type(), " (a scale format "
+                "without sign or mantissa) cannot be reduced; it moves through the data-movement collectives. "
+                "Upcast to float32 to reduce it");
 }
 
 // The dtype the library sees. Moving data only needs the bytes, so dtypes a
@@ -83,7 +84,12 @@ at::Tensor CollectiveCall::alias(const at::Tensor& musa, Role role, bool writabl
   if (role != Role::kOut) sent_bytes_ += static_cast<int64_t>(musa.numel()) * musa.element_size();
   if (role != Role::kIn) outputs_.push_back(musa);
   at::Tensor t = musa;
-  if (!t.is_contiguous()) {  // NCCL and Gloo take dense memory only
+  if (widen_float8_ && is_float8(musa.scalar_type())) {  // reduced as float32, cast back when done
+    t = role == Role::kOut ? at::empty(musa.sizes(), musa.options().dtype(at::kFloat))
+                           : musa.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true, at::MemoryFormat::Contiguous);
+    if (role != Role::kIn) copy_back_.emplace_back(musa, t);
+    keep_alive_.push_back(t);
+  } else if (!t.is_contiguous()) {  // NCCL and Gloo take dense memory only
     t = role == Role::kOut ? at::empty_like(musa, at::MemoryFormat::Contiguous) : musa.contiguous();
     if (role != Role::kIn) copy_back_.emplace_back(musa, t);
     keep_alive_.push_back(t);
@@ -133,18 +139,20 @@ std::vector<std::vector<at::Tensor>> CollectiveCall::out(std::vector<std::vector
 
 c10::intrusive_ptr<c10d::Work> CollectiveCall::run(c10::function_ref<c10::intrusive_ptr<c10d::Work>()> launch) {
   if (device_ < 0) device_ = current_device();
-  {
-    std::lock_guard<std::mutex> g(sent_mutex);
-    auto& s = sent[op_];
-    ++s.first;
-    s.second += sent_bytes_;
-  }
   c10::intrusive_ptr<c10d::Work> work;
   {
+    // The current CUDA stream is the current musa stream's (cuda driver): NCCL's synchronous
+    // collectives run on it; asynchronous ones on NCCL's stream ordered after it.
     KernelScope scope(kernel_device(), device_);
     // The launch on the musa stream; the library's own stream work is not timed.
     profiler::DeviceRange timed(device_, op_, profiler::ActivityKind::Collective);
     work = launch();
+  }
+  {  // counted once launched (a float8 reduction the library refused is retried widened)
+    std::lock_guard<std::mutex> g(sent_mutex);
+    auto& s = sent[op_];
+    ++s.first;
+    s.second += sent_bytes_;
   }
   std::function<void()> finish;
   if (divide_by_ > 0 || !copy_back_.empty()) {

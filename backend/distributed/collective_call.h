@@ -19,8 +19,10 @@ enum class Movement { kData, kReduce };
 
 class CollectiveCall {
  public:
-  CollectiveCall(const char* op, Movement movement, int rank, c10d::OpType type)
-      : op_(op), movement_(movement), rank_(rank), type_(type) {}
+  // `widen_float8`: a reduction's float8 tensors go to the library as float32 copies and the
+  // results are cast back (libraries without FP8 reductions: Gloo, NCCL < 2.24).
+  CollectiveCall(const char* op, Movement movement, int rank, c10d::OpType type, bool widen_float8 = false)
+      : op_(op), movement_(movement), rank_(rank), type_(type), widen_float8_(widen_float8) {}
 
   const char* op() const { return op_; }
   c10d::OpType type() const { return type_; }
@@ -54,13 +56,14 @@ class CollectiveCall {
   Movement movement_;
   int rank_;
   c10d::OpType type_;
+  bool widen_float8_;
   c10::DeviceIndex device_ = -1;
   double divide_by_ = 0;
   int64_t sent_bytes_ = 0;  // bytes of the tensors this rank contributes (inputs, in-out tensors)
   std::vector<at::Tensor> outputs_;     // the caller's musa tensors that receive results
   std::vector<at::Tensor> written_;     // musa tensors the library writes (outputs or their staging)
   std::vector<at::Tensor> keep_alive_;  // every musa tensor the call touches
-  std::vector<std::pair<at::Tensor, at::Tensor>> copy_back_;  // (original, staging) for non-contiguous outputs
+  std::vector<std::pair<at::Tensor, at::Tensor>> copy_back_;  // (original, staging): non-contiguous or widened outputs
 };
 
 }  // namespace torch_musa::distributed

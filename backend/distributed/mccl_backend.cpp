@@ -1,13 +1,19 @@
-// Each collective: check and alias its musa tensors (call.h), run the
-// library's collective inside a KernelScope -- so on the cuda driver the
-// library orders its internal stream after the current musa stream -- and
-// wrap the library's Work as an MCCLWork.
+// Each collective: check and alias its musa tensors (collective_call.h), run
+// the library's collective inside a KernelScope and wrap the library's Work
+// as an MCCLWork. The options go to the library as the caller gave them,
+// asyncOp included: inside the KernelScope the current CUDA stream is the
+// current musa stream's own CUDA stream, so a synchronous NCCL call runs on
+// it directly (no internal stream, no event) as native NCCL does on the
+// current CUDA stream, and async_op=True runs on NCCL's internal stream
+// ordered after it, also as native.
 #include "distributed/mccl_backend.h"
 
 #include <ATen/ops/empty.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <sstream>
 
 #include "core/device.h"
@@ -88,18 +94,6 @@ bool any_bool(const std::vector<at::Tensor>& ts) {
   return false;
 }
 
-// The library always runs the collective asynchronously, on its internal
-// stream ordered after the caller's current stream: a synchronous call
-// (async_op=False) is still waited for by torch through MCCLWork::wait(), which
-// makes the current musa stream wait (NCCL's own synchronous mode would run on
-// the current stream, which here is a musa stream it does not own).
-template <class Options>
-Options library_options(const Options& opts) {
-  Options o = opts;
-  o.asyncOp = true;
-  return o;
-}
-
 constexpr int kSignatureLength = 7;
 
 std::string describe(const int64_t* v) {
@@ -119,16 +113,45 @@ std::string describe(const int64_t* v) {
 template <class Opts>
 Opts MCCLBackend::reduction_options(const Opts& opts, CollectiveCall& call, std::vector<at::Tensor>& inputs,
                                     const char* op, bool bool_inputs, bool divides) {
-  Opts o = library_options(opts);
+  Opts o = opts;
   ReduceAdapter adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), inputs, op, bool_inputs);
   o.reduceOp = adapter.op;
   if (divides) call.divide_outputs_by(adapter.divide_by);
   return o;
 }
 
-void MCCLBackend::agree(const CollectiveCall& call, int64_t reduce_op, int64_t root, c10::ArrayRef<at::Tensor> tensors,
-                        bool sizes_may_differ) {
-  const char* op = call.op();
+namespace {
+bool any_float8(c10::ArrayRef<at::Tensor> ts) {
+  for (auto& t : ts)
+    if (t.defined() && (t.scalar_type() == at::kFloat8_e4m3fn || t.scalar_type() == at::kFloat8_e5m2 ||
+                        t.scalar_type() == at::kFloat8_e4m3fnuz || t.scalar_type() == at::kFloat8_e5m2fnuz))
+      return true;
+  return false;
+}
+// Whether the NCCL backend of this torch reduces float8 itself: -1 not known yet, 0 no, 1 yes.
+// torch refuses float8 reductions before it enqueues anything unless it hands NCCL its FP8 types.
+std::atomic<int> nccl_reduces_float8{-1};
+}  // namespace
+
+template <class Launch>
+Works MCCLBackend::float8_aware(c10::ArrayRef<at::Tensor> tensors, Launch&& launch) {
+  if (!any_float8(tensors)) return launch(false);
+  if (gloo_ || nccl_reduces_float8.load() == 0) return launch(true);
+  if (nccl_reduces_float8.load() == 1) return launch(false);
+  try {
+    auto work = launch(false);
+    nccl_reduces_float8.store(1);
+    return work;
+  } catch (const c10::Error& e) {
+    std::string what = e.what_without_backtrace();
+    if (what.find("Float8") == std::string::npos && what.find("float8") == std::string::npos) throw;
+    nccl_reduces_float8.store(0);
+  }
+  return launch(true);
+}
+
+void MCCLBackend::agree(const char* op, OpType type, int64_t reduce_op, int64_t root,
+                        c10::ArrayRef<at::Tensor> tensors, bool sizes_may_differ) {
   if (!checker_ || getSize() == 1) return;
   int64_t numel = 0, shape_hash = 0;
   for (const auto& t : tensors) {
@@ -144,7 +167,7 @@ void MCCLBackend::agree(const CollectiveCall& call, int64_t reduce_op, int64_t r
   for (const auto& t : tensors)
     if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1) unusable = true;
   if (unusable) dtype = -2;
-  std::vector<int64_t> mine{static_cast<int64_t>(call.type()), reduce_op, root, dtype,
+  std::vector<int64_t> mine{static_cast<int64_t>(type), reduce_op, root, dtype,
                             static_cast<int64_t>(tensors.size()), sizes_may_differ ? -1 : numel,
                             sizes_may_differ ? 0 : shape_hash};
   auto opts = at::TensorOptions().dtype(at::kLong);
@@ -167,49 +190,57 @@ void MCCLBackend::agree(const CollectiveCall& call, int64_t reduce_op, int64_t r
 
 Works MCCLBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   CollectiveCall call("broadcast", Movement::kData, getRank(), OpType::BROADCAST);
-  agree(call, -1, opts.rootRank, tensors);
+  agree(call.op(), call.type(), -1, opts.rootRank, tensors);
   auto a = call.inout(tensors);
-  return track(call.run([&] { return library_->broadcast(a, library_options(opts)); }));
+  return track(call.run([&] { return library_->broadcast(a, opts); }));
 }
 
 Works MCCLBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
-  CollectiveCall call("all_reduce", Movement::kReduce, getRank(), OpType::ALLREDUCE);
-  agree(call, opts.reduceOp.op_, -1, tensors);
-  auto a = call.inout(tensors);
-  auto o = reduction_options(opts, call, a, "all_reduce", any_bool(tensors));
-  return track(call.run([&] { return library_->allreduce(a, o); }));
+  agree("all_reduce", OpType::ALLREDUCE, opts.reduceOp.op_, -1, tensors);
+  return float8_aware(tensors, [&](bool widen) {
+    CollectiveCall call("all_reduce", Movement::kReduce, getRank(), OpType::ALLREDUCE, widen);
+    auto a = call.inout(tensors);
+    auto o = reduction_options(opts, call, a, "all_reduce", any_bool(tensors));
+    return track(call.run([&] { return library_->allreduce(a, o); }));
+  });
 }
 
 Works MCCLBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  CollectiveCall call("allreduce_coalesced", Movement::kReduce, getRank(), OpType::ALLREDUCE_COALESCED);
-  agree(call, opts.reduceOp.op_, -1, tensors);
-  auto a = call.inout(tensors);
-  auto o = reduction_options(opts, call, a, "allreduce_coalesced", any_bool(tensors));
-  return track(call.run([&] { return library_->allreduce_coalesced(a, o); }));
+  agree("allreduce_coalesced", OpType::ALLREDUCE_COALESCED, opts.reduceOp.op_, -1, tensors);
+  return float8_aware(tensors, [&](bool widen) {
+    CollectiveCall call("allreduce_coalesced", Movement::kReduce, getRank(), OpType::ALLREDUCE_COALESCED, widen);
+    auto a = call.inout(tensors);
+    auto o = reduction_options(opts, call, a, "allreduce_coalesced", any_bool(tensors));
+    return track(call.run([&] { return library_->allreduce_coalesced(a, o); }));
+  });
 }
 
 Works MCCLBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
-  CollectiveCall call("reduce", Movement::kReduce, getRank(), OpType::REDUCE);
-  agree(call, opts.reduceOp.op_, opts.rootRank, tensors);
-  // Gloo's PREMUL_SUM scales the inputs first: off the root they stay the caller's, so they are copied.
-  bool scaled_copy = gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM && getRank() != opts.rootRank;
-  auto a = scaled_copy ? call.in(tensors, /*writable=*/true) : call.inout(tensors);
-  auto o = reduction_options(opts, call, a, "reduce", any_bool(tensors), /*divides=*/getRank() == opts.rootRank);
-  return track(call.run([&] { return library_->reduce(a, o); }));
+  agree("reduce", OpType::REDUCE, opts.reduceOp.op_, opts.rootRank, tensors);
+  bool root = getRank() == opts.rootRank;
+  return float8_aware(tensors, [&](bool widen) {
+    CollectiveCall call("reduce", Movement::kReduce, getRank(), OpType::REDUCE, widen);
+    // Gloo's reduce leaves partial results in every rank's buffer (and its PREMUL_SUM scales the
+    // inputs first): off the root the library gets a private copy, so the caller's input stays as
+    // it was. NCCL writes the root's buffer only.
+    auto a = gloo_ && !root ? call.in(tensors, /*writable=*/true) : call.inout(tensors);
+    auto o = reduction_options(opts, call, a, "reduce", any_bool(tensors), /*divides=*/root);
+    return track(call.run([&] { return library_->reduce(a, o); }));
+  });
 }
 
 Works MCCLBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                              const c10d::AllgatherOptions& opts) {
   CollectiveCall call("all_gather", Movement::kData, getRank(), OpType::ALLGATHER);
-  agree(call, -1, -1, inputs);
+  agree(call.op(), call.type(), -1, -1, inputs);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return track(call.run([&] { return library_->allgather(out, in, library_options(opts)); }));
+  return track(call.run([&] { return library_->allgather(out, in, opts); }));
 }
 
 Works MCCLBackend::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   CollectiveCall call("all_gather_into_tensor", Movement::kData, getRank(), OpType::_ALLGATHER_BASE);
-  agree(call, -1, -1, input);
+  agree(call.op(), call.type(), -1, -1, input);
   TORCH_CHECK(output.numel() == input.numel() * getSize(), "mccl all_gather_into_tensor: the output has ",
               output.numel(), " elements; it needs input.numel() * world_size = ", input.numel() * getSize());
   auto in = call.in(input);
@@ -219,96 +250,102 @@ Works MCCLBackend::_allgather_base(at::Tensor& output, at::Tensor& input, const 
   // dim 0, so the library gets both buffers flat.
   auto flat_in = in.is_contiguous() ? in.view({-1}) : in;
   auto flat_out = out.is_contiguous() ? out.view({-1}) : out;
-  return track(call.run([&] { return library_->_allgather_base(flat_out, flat_in, library_options(opts)); }));
+  return track(call.run([&] { return library_->_allgather_base(flat_out, flat_in, opts); }));
 }
 
 Works MCCLBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                        std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
   CollectiveCall call("allgather_coalesced", Movement::kData, getRank(), OpType::ALLGATHER_COALESCED);
-  agree(call, -1, -1, inputs);
+  agree(call.op(), call.type(), -1, -1, inputs);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return track(call.run([&] { return library_->allgather_coalesced(out, in, library_options(opts)); }));
+  return track(call.run([&] { return library_->allgather_coalesced(out, in, opts); }));
 }
 
 Works MCCLBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                    const c10d::AllgatherOptions& opts) {
   CollectiveCall call("allgather_into_tensor_coalesced", Movement::kData, getRank(), OpType::COALESCED);
-  agree(call, -1, -1, inputs);
+  agree(call.op(), call.type(), -1, -1, inputs);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return track(call.run([&] { return library_->allgather_into_tensor_coalesced(out, in, library_options(opts)); }));
+  return track(call.run([&] { return library_->allgather_into_tensor_coalesced(out, in, opts); }));
 }
 
 Works MCCLBackend::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                           const c10d::GatherOptions& opts) {
   CollectiveCall call("gather", Movement::kData, getRank(), OpType::GATHER);
-  agree(call, -1, opts.rootRank, inputs);
+  agree(call.op(), call.type(), -1, opts.rootRank, inputs);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return track(call.run([&] { return library_->gather(out, in, library_options(opts)); }));
+  return track(call.run([&] { return library_->gather(out, in, opts); }));
 }
 
 Works MCCLBackend::scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                            const c10d::ScatterOptions& opts) {
   CollectiveCall call("scatter", Movement::kData, getRank(), OpType::SCATTER);
-  agree(call, -1, opts.rootRank, outputs);
+  agree(call.op(), call.type(), -1, opts.rootRank, outputs);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return track(call.run([&] { return library_->scatter(out, in, library_options(opts)); }));
+  return track(call.run([&] { return library_->scatter(out, in, opts); }));
 }
 
 Works MCCLBackend::reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                   const c10d::ReduceScatterOptions& opts) {
-  CollectiveCall call("reduce_scatter", Movement::kReduce, getRank(), OpType::REDUCE_SCATTER);
-  agree(call, opts.reduceOp.op_, -1, outputs);
-  auto out = call.out(outputs);
-  // Gloo's scaling for PREMUL_SUM must not touch the caller's inputs: they are staged.
-  auto in = call.in(inputs, /*writable=*/gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);
-  std::vector<at::Tensor> flat;
-  for (auto& l : in) flat.insert(flat.end(), l.begin(), l.end());
-  auto o = reduction_options(opts, call, flat, "reduce_scatter", any_bool(outputs));
-  return track(call.run([&] { return library_->reduce_scatter(out, in, o); }));
+  agree("reduce_scatter", OpType::REDUCE_SCATTER, opts.reduceOp.op_, -1, outputs);
+  return float8_aware(outputs, [&](bool widen) {
+    CollectiveCall call("reduce_scatter", Movement::kReduce, getRank(), OpType::REDUCE_SCATTER, widen);
+    auto out = call.out(outputs);
+    // Gloo's scaling for PREMUL_SUM must not touch the caller's inputs: they are staged.
+    auto in = call.in(inputs, /*writable=*/gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);
+    std::vector<at::Tensor> flat;
+    for (auto& l : in) flat.insert(flat.end(), l.begin(), l.end());
+    auto o = reduction_options(opts, call, flat, "reduce_scatter", any_bool(outputs));
+    return track(call.run([&] { return library_->reduce_scatter(out, in, o); }));
+  });
 }
 
 Works MCCLBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  CollectiveCall call("reduce_scatter_tensor", Movement::kReduce, getRank(), OpType::_REDUCE_SCATTER_BASE);
-  agree(call, opts.reduceOp.op_, -1, output);
+  agree("reduce_scatter_tensor", OpType::_REDUCE_SCATTER_BASE, opts.reduceOp.op_, -1, output);
   TORCH_CHECK(input.numel() == output.numel() * getSize(), "mccl reduce_scatter_tensor: the input has ",
               input.numel(), " elements; it needs output.numel() * world_size = ", output.numel() * getSize());
-  auto out = call.out(output);
-  auto in = call.in(input, /*writable=*/gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);
-  std::vector<at::Tensor> flat{in};
-  auto o = reduction_options(opts, call, flat, "reduce_scatter_tensor", output.scalar_type() == at::kBool);
-  return track(call.run([&] { return library_->_reduce_scatter_base(out, in, o); }));
+  return float8_aware(output, [&](bool widen) {
+    CollectiveCall call("reduce_scatter_tensor", Movement::kReduce, getRank(), OpType::_REDUCE_SCATTER_BASE, widen);
+    auto out = call.out(output);
+    auto in = call.in(input, /*writable=*/gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);
+    std::vector<at::Tensor> flat{in};
+    auto o = reduction_options(opts, call, flat, "reduce_scatter_tensor", output.scalar_type() == at::kBool);
+    return track(call.run([&] { return library_->_reduce_scatter_base(out, in, o); }));
+  });
 }
 
 Works MCCLBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                    const c10d::ReduceScatterOptions& opts) {
-  CollectiveCall call("reduce_scatter_tensor_coalesced", Movement::kReduce, getRank(), OpType::COALESCED);
-  agree(call, opts.reduceOp.op_, -1, outputs);
-  auto out = call.out(outputs);
-  auto in = call.in(inputs, /*writable=*/gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);
-  auto o = reduction_options(opts, call, in, "reduce_scatter_tensor_coalesced", any_bool(outputs));
-  return track(call.run([&] { return library_->reduce_scatter_tensor_coalesced(out, in, o); }));
+  agree("reduce_scatter_tensor_coalesced", OpType::COALESCED, opts.reduceOp.op_, -1, outputs);
+  return float8_aware(outputs, [&](bool widen) {
+    CollectiveCall call("reduce_scatter_tensor_coalesced", Movement::kReduce, getRank(), OpType::COALESCED, widen);
+    auto out = call.out(outputs);
+    auto in = call.in(inputs, /*writable=*/gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);
+    auto o = reduction_options(opts, call, in, "reduce_scatter_tensor_coalesced", any_bool(outputs));
+    return track(call.run([&] { return library_->reduce_scatter_tensor_coalesced(out, in, o); }));
+  });
 }
 
 Works MCCLBackend::alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
                                  std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
   CollectiveCall call("all_to_all_single", Movement::kData, getRank(), OpType::ALLTOALL_BASE);
-  agree(call, -1, -1, input, /*sizes_may_differ=*/true);
+  agree(call.op(), call.type(), -1, -1, input, /*sizes_may_differ=*/true);
   auto in = call.in(input);
   auto out = call.out(output);
-  return track(call.run([&] { return library_->alltoall_base(out, in, output_split_sizes, input_split_sizes, library_options(opts)); }));
+  return track(call.run([&] { return library_->alltoall_base(out, in, output_split_sizes, input_split_sizes, opts); }));
 }
 
 Works MCCLBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                             const c10d::AllToAllOptions& opts) {
   CollectiveCall call("all_to_all", Movement::kData, getRank(), OpType::ALLTOALL);
-  agree(call, -1, -1, inputs, /*sizes_may_differ=*/true);
+  agree(call.op(), call.type(), -1, -1, inputs, /*sizes_may_differ=*/true);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return track(call.run([&] { return library_->alltoall(out, in, library_options(opts)); }));
+  return track(call.run([&] { return library_->alltoall(out, in, opts); }));
 }
 
 Works MCCLBackend::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
@@ -331,8 +368,8 @@ Works MCCLBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
 
 Works MCCLBackend::barrier(const c10d::BarrierOptions& opts) {
   CollectiveCall call("barrier", Movement::kData, getRank(), OpType::BARRIER);
-  agree(call, -1, -1, {});
-  auto o = library_options(opts);
+  agree(call.op(), call.type(), -1, -1, {});
+  auto o = opts;
   if (o.device && o.device->type() == c10::DeviceType::PrivateUse1) {
     call.use_device(o.device->index());
     o.device = kernel_device().device_for(o.device->index());
@@ -344,10 +381,57 @@ Works MCCLBackend::barrier(const c10d::BarrierOptions& opts) {
   return track(call.run([&] { return library_->barrier(o); }));
 }
 
+// torch.distributed.monitored_barrier() on an mccl group (torch_musa/_gated_paths.py routes it
+// here): as Gloo's, rank 0 waits for every other rank within the timeout and names the ones
+// that did not come, then releases them. It runs on the group's store, mccl's CPU side channel,
+// so it works on both drivers and makes no connections of its own.
 void MCCLBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
-  c10d::BarrierOptions o = opts;
-  o.device.reset();
-  library_->monitoredBarrier(o, wait_all_ranks);
+  TORCH_CHECK(store_, "mccl monitored_barrier: this group has no store; create it with "
+              "torch.distributed.init_process_group / new_group");
+  using namespace std::chrono;
+  auto timeout = opts.timeout == c10d::kUnsetTimeout ? ::kBackendDefaultTimeout : opts.timeout;
+  std::string base = "monitored_barrier/" + std::to_string(monitored_barriers_++) + "/";
+  auto ms = std::to_string(timeout.count());
+  if (getRank() != 0) {
+    store_->set(base + std::to_string(getRank()), std::vector<uint8_t>{1});
+    try {
+      store_->wait({base + "done"}, timeout);
+    } catch (const c10::Error&) {
+      TORCH_CHECK(false, "mccl monitored_barrier: rank ", getRank(), " reached the barrier but rank 0 did not "
+                  "release it within ", ms, " ms: another rank did not reach it (rank 0's error names it)");
+    }
+    return;
+  }
+  auto deadline = steady_clock::now() + timeout;
+  std::vector<int> missing;
+  for (int r = 1; r < getSize(); ++r) {
+    std::string key = base + std::to_string(r);
+    auto left = duration_cast<milliseconds>(deadline - steady_clock::now());
+    bool came = false;
+    if (left.count() > 0) {
+      try {
+        store_->wait({key}, left);
+        came = true;
+      } catch (const c10::Error&) {
+      }
+    } else {
+      came = store_->check({key});
+    }
+    if (!came) {
+      missing.push_back(r);
+      if (!wait_all_ranks) break;
+    } else {
+      store_->deleteKey(key);
+    }
+  }
+  if (!missing.empty()) {
+    std::ostringstream names;
+    for (size_t i = 0; i < missing.size(); ++i) names << (i ? ", " : "") << missing[i];
+    TORCH_CHECK(false, "mccl monitored_barrier: ", missing.size() == 1 ? "Rank " : "Ranks ", names.str(),
+                " failed to pass monitoredBarrier in ", ms, " ms",
+                wait_all_ranks ? "" : " (the first rank found missing; wait_all_ranks=True lists every one)");
+  }
+  store_->set(base + "done", std::vector<uint8_t>{1});
 }
 
 // NCCL groups coalesced collectives itself. Gloo has no coalescing: its

@@ -29,6 +29,8 @@ class MCCLBackend : public c10d::Backend {
   void set_store(c10::intrusive_ptr<c10d::Store> store) { store_ = std::move(store); }
   // "nccl" or "gloo": which library runs the collectives.
   std::string library_name() const { return library_->getBackendName(); }
+  // Whether this group compares collectives' signatures across ranks (TORCH_MCCL_CHECK_COLLECTIVES).
+  bool checks_collectives() const { return checker_ != nullptr; }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -94,10 +96,16 @@ class MCCLBackend : public c10d::Backend {
   // What every rank must agree on before a collective runs: a mismatch would
   // make the library crash (Gloo), hang or silently mix data (NCCL).
   // `sizes_may_differ`: the op allows per-rank sizes (all_to_all).
-  void agree(const CollectiveCall& call, int64_t reduce_op, int64_t root, c10::ArrayRef<at::Tensor> tensors,
+  void agree(const char* op, c10d::OpType type, int64_t reduce_op, int64_t root, c10::ArrayRef<at::Tensor> tensors,
              bool sizes_may_differ = false);
 
-  // The library's options for a reduction over `inputs`: asynchronous, with a
+  // Runs a reduction through `launch(widen)`. Float8 tensors reduce natively where the library
+  // can (NCCL >= 2.24 under a torch that passes its FP8 types: tried once, remembered); otherwise
+  // (Gloo, older NCCL or torch) `widen` makes the call reduce float32 copies and cast the result back.
+  template <class Launch>
+  c10::intrusive_ptr<c10d::Work> float8_aware(c10::ArrayRef<at::Tensor> tensors, Launch&& launch);
+
+  // The library's options for a reduction over `inputs`: the caller's, with a
   // reduce op the library has. `divides`: this rank's outputs hold the result
   // (for reduce, the root's only), so an AVG done as a SUM divides them.
   template <class Opts>
@@ -109,6 +117,7 @@ class MCCLBackend : public c10d::Backend {
   // This group's own store (set_store), where Gloo splits rendezvous.
   c10::intrusive_ptr<c10d::Store> store_;
   int64_t splits_ = 0;
+  int64_t monitored_barriers_ = 0;  // names each monitored barrier's keys, alike on every rank
   bool gloo_;  // Gloo lacks AVG and PREMUL_SUM: they are done around a SUM
   // Between startCoalescing() and endCoalescing() on Gloo: the Works to wait for.
   c10::intrusive_ptr<c10d::Work> track(c10::intrusive_ptr<c10d::Work> work);

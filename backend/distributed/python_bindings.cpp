@@ -49,6 +49,7 @@ torch.distributed.init_process_group("mccl"); `library` is that library's backen
            py::arg("library"), py::arg("checker"), py::arg("rank"), py::arg("size"))
       .def_property_readonly("library", &MCCLBackend::library)
       .def_property_readonly("library_name", &MCCLBackend::library_name)
+      .def_property_readonly("checks_collectives", &MCCLBackend::checks_collectives)
       .def("_set_store", &MCCLBackend::set_store)
       // split_group() deep-copies the parent's options: NCCL's own, or (Gloo's cannot be copied) the
       // generic part, which split() completes with the library's.

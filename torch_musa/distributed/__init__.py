@@ -17,7 +17,7 @@ from .. import _C
 
 ProcessGroupMCCL = _C._distributed.ProcessGroupMCCL
 
-# TORCH_MCCL_CHECK_COLLECTIVES=0 skips the cross-rank signature check (see _create_backend).
+# The cross-rank signature check (check_collectives_enabled): TORCH_MCCL_CHECK_COLLECTIVES=0/1.
 # TORCH_MCCL_* mirror the TORCH_NCCL_* knobs; on the cuda driver they are handed to NCCL's backend.
 _KNOBS = ("ASYNC_ERROR_HANDLING", "BLOCKING_WAIT", "DUMP_ON_TIMEOUT", "TRACE_BUFFER_SIZE", "DEBUG_INFO_TEMP_FILE",
           "ENABLE_MONITORING", "HEARTBEAT_TIMEOUT_SEC", "AVOID_RECORD_STREAMS", "DESYNC_DEBUG")
@@ -39,6 +39,22 @@ def _mirror_knobs() -> None:
         value = os.environ.get(f"TORCH_MCCL_{knob}")
         if value is not None:
             os.environ.setdefault(f"TORCH_NCCL_{knob}", value)
+
+
+def check_collectives_enabled(library: str | None = None) -> bool:
+    """Whether new mccl groups compare each collective's signature across ranks before running it.
+
+    torch's convention: off on the cuda driver (NCCL), where torch has no such check and a mismatch
+    ends in NCCL's watchdog timeout; on on the host driver (Gloo), where a mismatch aborts the whole
+    process. TORCH_DISTRIBUTED_DEBUG=DETAIL turns it on (as it turns torch's collective checks on);
+    TORCH_MCCL_CHECK_COLLECTIVES=0/1 overrides all of these.
+    """
+    explicit = os.environ.get("TORCH_MCCL_CHECK_COLLECTIVES")
+    if explicit is not None and explicit.strip() != "":
+        return explicit.strip().lower() not in ("0", "false", "no", "off")
+    if os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL":
+        return True
+    return (library or _library_name()) == "gloo"
 
 
 def _create_backend(dist_opts, backend_options):
@@ -65,7 +81,7 @@ def _create_backend(dist_opts, backend_options):
         library = dist.ProcessGroupGloo(store, rank, size, timeout=timeout)
     library._set_sequence_number_for_group()
     checker = None
-    if size > 1 and os.environ.get("TORCH_MCCL_CHECK_COLLECTIVES", "1") != "0":
+    if size > 1 and check_collectives_enabled():
         # Ranks compare each collective's signature over a CPU channel of their own first: a mismatch
         # becomes an error naming the op instead of a crash in Gloo or a hang or silent mix in NCCL.
         checker = dist.ProcessGroupGloo(dist.PrefixStore("mccl_check/", store), rank, size, timeout=timeout)
@@ -127,5 +143,5 @@ def _register() -> None:
     dist.ProcessGroupMCCL = ProcessGroupMCCL
 
 
-__all__ = ["ProcessGroupMCCL", "is_available", "is_mccl_available", "staged_counts", "reset_staged_counts",
+__all__ = ["ProcessGroupMCCL", "check_collectives_enabled", "is_available", "is_mccl_available", "staged_counts", "reset_staged_counts",
            "collective_bytes", "reset_collective_bytes"]
