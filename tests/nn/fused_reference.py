@@ -22,7 +22,7 @@ def rope(x, freq, interleaved=False, batch_first=False, mla=False):
     t, t_pass = x[..., :R], x[..., R:]
     if mla:
         t = torch.cat([t[..., 0::2], t[..., 1::2]], dim=-1)
-    t = t * f.cos() + _rotate(t, interleaved) * f.sin()
+    t = t * f.cos().to(x.dtype) + _rotate(t, interleaved) * f.sin().to(x.dtype)
     return torch.cat((t, t_pass), dim=-1)
 
 
