@@ -48,6 +48,21 @@ def test_antialiased_upsampling_matches_cpu(device, mode, size):
     torch.testing.assert_close(xm.grad.cpu(), x.grad, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("in_size, size", [((224, 224), (7, 7)), ((64, 48), (5, 3)), ((17, 23), (64, 80)),
+                                           ((9, 300), (9, 13)), ((300, 9), (12, 9))])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
+def test_antialiased_bilinear_over_more_scales_matches_cpu(device, in_size, size, dtype, memory_format):
+    # strong down- and upscales (the kernel's shared-memory layout depends on the scale), both layouts
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, *in_size, generator=g).to(dtype).contiguous(memory_format=memory_format)
+    ref = F.interpolate(x.float(), size=size, mode="bilinear", antialias=True)
+    got = F.interpolate(x.to(device), size=size, mode="bilinear", antialias=True)
+    assert got.dtype == dtype
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-3, atol=2e-3)
+    torch.testing.assert_close(got.cpu().float(), ref, **tol)
+
+
 def test_group_norm_on_channels_last_matches_cpu(device):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(2, 8, 5, 5, generator=g).to(memory_format=torch.channels_last).requires_grad_()

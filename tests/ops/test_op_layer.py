@@ -180,3 +180,29 @@ def test_lent_block_freed_by_another_thread_is_freed_when_the_op_ends():
     assert released
     assert during >= 1 << 20  # still allocated: the lending op has not ended
     assert after == 0
+
+
+def _active_blocks():
+    return {b["address"]: b for seg in torch.musa.memory_snapshot() for b in seg["blocks"]
+            if b["state"] == "active_allocated"}
+
+
+@pytest.mark.parametrize("op", [lambda x: x * 2, lambda x: x.sum(0), lambda x: torch.mm(x[:64], x[:64].t())],
+                         ids=["mul", "sum", "mm"])
+def test_an_op_leaves_no_musa_allocation_behind(op):
+    # as torch.cuda: once the result is dropped, memory_allocated() is back where it was; a failure
+    # lists what is left, with the frames that allocated it
+    x = torch.randn(1024, 256, device="musa")
+    op(x)  # (first-use setup of the op's kernels is not what this measures)
+    torch.musa.synchronize()
+    before, base = _active_blocks(), torch.musa.memory_allocated()
+    torch.musa.memory._record_memory_history(context="alloc", stacks="python")
+    try:
+        y = op(x)
+        del y
+        torch.musa.synchronize()
+        left = [(b["size"], [f"{f['filename']}:{f['line']} {f['name']}" for f in b["frames"]][:8])
+                for addr, b in _active_blocks().items() if addr not in before]
+        assert torch.musa.memory_allocated() == base, left
+    finally:
+        torch.musa.memory._record_memory_history(enabled=None)

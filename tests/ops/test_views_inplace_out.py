@@ -244,3 +244,30 @@ def test_clone_and_detach_semantics():
     assert d.data_ptr() == m.data_ptr()
     d.fill_(1)
     assert torch.equal(m.cpu(), torch.ones(4, 6))
+
+
+@pytest.mark.parametrize("fn", [torch.max, torch.min])
+@pytest.mark.parametrize("out_shape, out_dtype", [((), torch.float32), ((0,), torch.float32), ((3,), torch.float32),
+                                                  ((), torch.float64)])
+def test_full_reduction_with_out_as_cpu(fn, out_shape, out_dtype):
+    # max(input, out=...) / min(input, out=...) with no dim: a 0-dim result written into out
+    x = torch.randn(4, 5)
+    ref_out = torch.empty(out_shape, dtype=out_dtype)
+    out = ref_out.to("musa")
+    with pytest.warns(UserWarning) if out_shape == (3,) else _no_warning():
+        ret = fn(x.to("musa"), out=out)
+    fn(x, out=ref_out)
+    assert ret is out and out.shape == ref_out.shape == () and out.dtype == out_dtype
+    assert torch.equal(out.cpu(), ref_out)
+
+
+def _no_warning():
+    import contextlib
+    import warnings
+
+    @contextlib.contextmanager
+    def cm():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            yield
+    return cm()
