@@ -430,9 +430,92 @@ def install_profiler() -> None:
 # ============================================================================================
 
 
+# ============================================================================================
+# BEGIN SECTION: distributed (torch.distributed.monitored_barrier, torch.cuda.synchronize)
+# ============================================================================================
+def _dist_mccl_backend(group):
+    """The mccl backend of `group` (None: the default group) for musa, or None if it has none."""
+    import torch.distributed as dist
+
+    from .distributed import ProcessGroupMCCL
+
+    pg = dist.distributed_c10d._get_default_group() if group is None else group
+    try:
+        backend = pg._get_backend(_torch.device("musa"))
+    except (RuntimeError, ValueError):
+        return None
+    return backend if isinstance(backend, ProcessGroupMCCL) else None
+
+
+def _dist_wrap_monitored_barrier(torch_fn):
+    """torch.distributed.monitored_barrier (2.11-2.15) accepts pure Gloo groups only; on a group
+    with mccl for musa it runs mccl's monitored barrier (on the group's CPU store, naming the ranks
+    that did not come, as Gloo's). Every other group goes to torch's function."""
+
+    @_functools.wraps(torch_fn)
+    def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+        import torch.distributed as dist
+
+        if not dist.is_initialized() or dist.distributed_c10d._rank_not_in_group(group) \
+                or dist.get_backend(group) == dist.Backend.GLOO:
+            return torch_fn(group=group, timeout=timeout, wait_all_ranks=wait_all_ranks)
+        backend = _dist_mccl_backend(group)
+        if backend is None:
+            return torch_fn(group=group, timeout=timeout, wait_all_ranks=wait_all_ranks)
+        from datetime import timedelta
+
+        if timeout is None:
+            timeout = dist.distributed_c10d._get_default_timeout(dist.get_backend(group))
+        elif isinstance(timeout, (int, float)):
+            timeout = timedelta(seconds=timeout)
+        return backend.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+
+    monitored_barrier.__torch_musa_wrapped__ = torch_fn
+    return monitored_barrier
+
+
+def _dist_wrap_cuda_synchronize(torch_fn):
+    """torch.cuda.synchronize(device) (2.11-2.15) rejects a musa device ("Expected a cuda device");
+    torch's own Python calls it with a tensor's device whenever CUDA is present (DDP's PowerSGD
+    hooks), so with the cuda driver musa buckets failed. A musa device synchronizes musa."""
+
+    @_functools.wraps(torch_fn)
+    def synchronize(device=None):
+        if _dp_is_musa_device(device):
+            return _torch.musa.synchronize(device)
+        return torch_fn(device)
+
+    synchronize.__torch_musa_wrapped__ = torch_fn
+    return synchronize
+
+
+def _dist_install_c10d(module) -> None:
+    import torch.distributed.distributed_c10d as c10d
+
+    if getattr(c10d.monitored_barrier, "__torch_musa_wrapped__", None) is None:
+        c10d.monitored_barrier = _dist_wrap_monitored_barrier(c10d.monitored_barrier)
+    if hasattr(module, "monitored_barrier"):
+        module.monitored_barrier = c10d.monitored_barrier
+
+
+def install_distributed() -> None:
+    """Installs the distributed wrappers (torch.cuda now; torch.distributed when it loads)."""
+    from torch_musa._import_hooks import after_import
+
+    if getattr(_torch.cuda.synchronize, "__torch_musa_wrapped__", None) is None:
+        _torch.cuda.synchronize = _dist_wrap_cuda_synchronize(_torch.cuda.synchronize)
+    after_import("torch.distributed", _dist_install_c10d)
+
+
+# ============================================================================================
+# END SECTION: distributed
+# ============================================================================================
+
+
 def install() -> None:
     """Installs every section's wrappers; torch_musa calls this at import (each installer is
     idempotent and cheap: it wraps modules ``import torch`` has loaded, or hooks their import)."""
     install_data_parallel()
     install_flex_attention()
     install_profiler()
+    install_distributed()

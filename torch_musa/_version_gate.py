@@ -84,21 +84,6 @@ def dcp_saves_musa_tensors() -> bool:
     return torch_version() >= (2, 13)
 
 
-def ddp_local_used_map_works() -> bool:
-    """DDP's find_unused_parameters and static_graph pin a host buffer with empty(pin_memory=True) and
-    assert is_pinned(). With a CUDA build of torch 2.11 and the cuda driver, ATen pins it with CUDA's
-    host allocator but asks the accelerator (musa) whether it is pinned, and the assert fails."""
-    from . import get_driver_name
-
-    return not (torch.version.cuda and get_driver_name() == "cuda" and torch_version() < (2, 13))
-
-
-def powersgd_hook_works() -> bool:
-    """torch's PowerSGD hook calls torch.cuda.synchronize(bucket device) whenever CUDA is available, so
-    on a CUDA build with a GPU it rejects musa buckets ("Expected a cuda device")."""
-    return not torch.cuda.is_available()
-
-
 def accelerator_graph_available() -> bool:
     """torch.accelerator.Graph (ATen's backend-neutral graph interface, which torch_musa implements in C++
     for torch 2.12 and later)."""

@@ -155,8 +155,8 @@ def scenario_collectives():
         sc = torch.empty(6, dtype=dtype, device=d)
         dist.scatter(sc, [value(r, dtype, salt=3).to(d) for r in range(WORLD)] if RANK == 0 else None, src=0)
         check(f"scatter {dtype}", sc, value(RANK, dtype, salt=3))
-    for dtype in FLOAT8:
-        expect_error(f"all_reduce {dtype}", lambda: dist.all_reduce(value(RANK, dtype).to(d)), "Upcast", str(dtype).split(".")[1])
+    float8_reductions(d)
+    reduce_leaves_non_roots_untouched(d)
 
     outs = [torch.empty(3, device=d) for _ in range(WORLD)]
     dist.all_to_all(outs, [torch.full((3,), float(10 * RANK + j), device=d) for j in range(WORLD)])
@@ -185,12 +185,9 @@ def scenario_collectives():
         for r in reqs:
             r.wait()
         check("batch_isend_irecv", got, torch.full((4,), float(prv + 7)))
-        # torch.distributed.monitored_barrier() accepts pure Gloo groups only (as for nccl); the backend's own
-        # monitored barrier is there for callers that reach it directly.
-        expect_error("monitored_barrier", lambda: dist.monitored_barrier(), "GLOO")
-        if torch.musa.get_driver_name() == "host":
-            mccl = dist.group.WORLD._get_backend(d)
-            mccl.monitored_barrier(timedelta(seconds=30), wait_all_ranks=True)
+    # torch accepts Gloo groups only; on mccl it runs on mccl's CPU side channel (torch_musa/_gated_paths.py)
+    dist.monitored_barrier(timeout=timedelta(seconds=30), wait_all_ranks=True)
+    dist.monitored_barrier()
     dist.barrier()
 
     # coalesced forms
@@ -266,7 +263,46 @@ def scenario_collectives():
     if objs != [{"rank": r} for r in range(WORLD)]:
         failures.append(f"all_gather_object: {objs}")
     extra["backend"] = dist.get_backend()
+    extra["checks_collectives"] = dist.group.WORLD._get_backend(d).checks_collectives
     dist.destroy_process_group()
+
+
+def float8_reductions(d):
+    """SUM/AVG/MIN/MAX of float8 tensors against the float64 reduction cast to float8: bit-exact, as
+    the inputs are multiples of 0.5 whose sums and means float8 holds (or rounds once)."""
+    exact = dict(rtol=0, atol=0)
+    for dtype in FLOAT8:
+        for op in (dist.ReduceOp.SUM, dist.ReduceOp.AVG, dist.ReduceOp.MIN, dist.ReduceOp.MAX):
+            t = value(RANK, dtype).to(d)
+            dist.all_reduce(t, op=op)
+            check(f"all_reduce {dtype} {op}", t, reduce_ref(dtype, op), **exact)
+            t = value(RANK, dtype).to(d)
+            dist.reduce(t, dst=0, op=op)
+            check(f"reduce {dtype} {op}", t, reduce_ref(dtype, op) if RANK == 0 else value(RANK, dtype), **exact)
+            out = torch.empty(6, dtype=dtype, device=d)
+            dist.reduce_scatter_tensor(out, torch.cat([value(RANK, dtype, salt=j) for j in range(WORLD)]).to(d), op=op)
+            check(f"reduce_scatter_tensor {dtype} {op}", out, reduce_ref(dtype, op, salt=RANK), **exact)
+            out = torch.empty(6, dtype=dtype, device=d)
+            dist.reduce_scatter(out, [value(RANK, dtype, salt=j).to(d) for j in range(WORLD)], op=op)
+            check(f"reduce_scatter {dtype} {op}", out, reduce_ref(dtype, op, salt=RANK), **exact)
+        t = value(RANK, dtype).to(d)
+        dist.all_reduce(t, op=dist.ReduceOp.SUM, async_op=True).wait()
+        check(f"async all_reduce {dtype}", t, reduce_ref(dtype, dist.ReduceOp.SUM), **exact)
+
+
+def reduce_leaves_non_roots_untouched(d):
+    """dist.reduce writes the root's tensor only: every other rank's input stays as it was, for every op."""
+    root = WORLD - 1
+    for dtype in (torch.float32, torch.int32):
+        ops = [dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN, dist.ReduceOp.MAX]
+        ops += [dist.ReduceOp.AVG, dist._make_nccl_premul_sum(0.5)] if dtype.is_floating_point else []
+        for op in ops:
+            t = value(RANK, dtype).to(d)
+            dist.reduce(t, dst=root, op=op)
+            if RANK != root:
+                check(f"reduce non-root input {dtype} {op}", t, value(RANK, dtype), rtol=0, atol=0)
+            elif op in (dist.ReduceOp.SUM, dist.ReduceOp.AVG, dist.ReduceOp.MIN, dist.ReduceOp.MAX):
+                check(f"reduce root {dtype} {op}", t, reduce_ref(dtype, op))
 
 
 # ---------------------------------------------------------------- DDP
@@ -352,10 +388,6 @@ def scenario_ddp():
                                    tol=dict(rtol=2e-2, atol=2e-2)),
     }
     ref_losses, ref_model = reference_losses(Net, data)
-    if not version_gate.ddp_local_used_map_works():
-        for name in ("static_graph", "find_unused_parameters"):
-            variants.pop(name)
-            extra.setdefault("not_run", []).append(f"ddp {name}: " + version_gate.ddp_local_used_map_works.__doc__)
     for name, kw in variants.items():
         kw = dict(kw)
         hook, tol = kw.pop("hook", None), kw.pop("tol", dict(rtol=1e-5, atol=1e-6))
@@ -380,11 +412,9 @@ def scenario_ddp():
             if not stats.get("avg_backward_compute_time", 0) > 0:
                 failures.append(f"ddp timer recorded no backward compute time: {extra['ddp_timing']}")
     # PowerSGD: approximate by design; vanilla all_reduce until start_powerSGD_iter, then every rank
-    # must keep identical parameters.
-    if version_gate.powersgd_hook_works():
-        powersgd(data, ref_losses)
-    else:
-        extra.setdefault("not_run", []).append("ddp PowerSGD: " + version_gate.powersgd_hook_works.__doc__)
+    # must keep identical parameters. (On the cuda driver its torch.cuda.synchronize(bucket device)
+    # reaches musa through torch_musa/_gated_paths.py.)
+    powersgd(data, ref_losses)
     # no_sync: two micro-batches accumulate locally, the second synchronizes
     ref_acc, ref_acc_model = reference_losses(Net, data, accumulate=2)
     torch.manual_seed(0)
@@ -555,6 +585,16 @@ def scenario_faults():
               else torch.full((3,), float(RANK + 1)))  # off the root the input is left as it was
         expect_error("output size", lambda: dist.all_gather_into_tensor(torch.empty(3, device=d), torch.ones(2, device=d)),
                      "all_gather_into_tensor", "world_size")
+        # monitored_barrier names the ranks that did not come: here every rank but 0 comes late
+        if RANK == 0:
+            expect_error("monitored_barrier missing ranks", lambda: dist.monitored_barrier(
+                timeout=timedelta(seconds=2), wait_all_ranks=True), "monitoredBarrier",
+                ", ".join(str(r) for r in range(1, WORLD)))
+        else:
+            time.sleep(3)
+            expect_error("monitored_barrier late rank", lambda: dist.monitored_barrier(timeout=timedelta(seconds=2)),
+                         "rank 0")
+        dist.monitored_barrier(timeout=timedelta(seconds=30))  # and passes once all come
         t = torch.ones(3, device=d)  # the group still works after the errors
         dist.all_reduce(t)
         check("all_reduce after errors", t, torch.full((3,), float(WORLD)))

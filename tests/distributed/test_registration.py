@@ -84,3 +84,45 @@ def test_reducer_timer_is_registered_for_musa(group_of_one):
         model(torch.randn(3, 4, device="musa")).sum().backward()
     stats = model._get_ddp_logging_data()
     assert stats["avg_backward_compute_time"] > 0
+
+
+@pytest.mark.parametrize("env, library, expected", [
+    ({}, "gloo", True), ({}, "nccl", False),  # torch's convention: off for NCCL, on for Gloo
+    ({"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}, "nccl", True),
+    ({"TORCH_DISTRIBUTED_DEBUG": "INFO"}, "nccl", False),
+    ({"TORCH_MCCL_CHECK_COLLECTIVES": "1"}, "nccl", True),
+    ({"TORCH_MCCL_CHECK_COLLECTIVES": "0"}, "gloo", False),
+    ({"TORCH_MCCL_CHECK_COLLECTIVES": "0", "TORCH_DISTRIBUTED_DEBUG": "DETAIL"}, "gloo", False),
+])
+def test_cross_rank_check_defaults_and_overrides(monkeypatch, env, library, expected):
+    for k in ("TORCH_MCCL_CHECK_COLLECTIVES", "TORCH_DISTRIBUTED_DEBUG"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert torch.musa.distributed.check_collectives_enabled(library) is expected
+
+
+def test_monitored_barrier_runs_on_mccl_and_leaves_gloo_groups_to_torch(group_of_one):
+    group_of_one(backend="cpu:gloo,musa:mccl")
+    wrapped = dist.monitored_barrier
+    assert wrapped.__torch_musa_wrapped__ is not None
+    dist.monitored_barrier(timeout=__import__("datetime").timedelta(seconds=5))  # mccl's (torch refuses)
+    with pytest.raises(ValueError, match="GLOO"):  # torch's own answer for this group
+        wrapped.__torch_musa_wrapped__()
+    gloo = dist.new_group(backend="gloo")  # a pure Gloo group goes to torch's function, as before
+    dist.monitored_barrier(group=gloo)
+
+
+def test_cuda_synchronize_takes_musa_devices_only():
+    torch.cuda.synchronize(torch.device("musa", 0))  # PowerSGD's call with a musa bucket's device
+    torch.cuda.synchronize("musa:0")
+    original = torch.cuda.synchronize.__torch_musa_wrapped__
+    for arg in (torch.device("cpu"), None):  # every other call is torch's own, error included
+        errors = []
+        for fn in (torch.cuda.synchronize, original):
+            try:
+                fn(arg)
+                errors.append(None)
+            except Exception as e:  # noqa: BLE001 - compared between the two
+                errors.append((type(e), str(e)))
+        assert errors[0] == errors[1]
