@@ -1,0 +1,61 @@
+"""torch_musa.profiler: torch's TorchTidy anti-patterns speaking of musa, against torch's own
+CUDA patterns on the same profile; torch_musa.musa_graph.update_musa_graph_with_profile."""
+import contextlib
+import io
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+from torch.profiler import _pattern_matcher as torch_patterns
+
+import torch_musa
+from torch_musa.profiler import ExtraMUSACopyPattern, FP32MatMulPattern, report_all_anti_patterns
+
+ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
+
+
+def _profile(fn):
+    with profile(activities=ACTIVITIES, with_stack=True, record_shapes=True) as prof:
+        fn()
+        torch.musa.synchronize()
+    return prof
+
+
+def test_extra_copy_pattern_matches_what_torchs_cuda_pattern_matches(device):
+    prof = _profile(lambda: torch.zeros(64, 64).to(device))
+    ours = ExtraMUSACopyPattern(prof).matched_events()
+    assert ours and len(ours) == len(torch_patterns.ExtraCUDACopyPattern(prof).matched_events())
+    assert "musa" in ExtraMUSACopyPattern(prof).description
+
+
+def test_fp32_matmul_pattern_follows_musa_tf32_support(device):
+    a = torch.randn(32, 32, device=device)
+    prof = _profile(lambda: a @ a)
+    pattern = FP32MatMulPattern(prof)
+    assert pattern.skip is (not torch.musa.is_tf32_supported())
+    if not pattern.skip:  # TF32 is off for float32 matmuls by default
+        assert any(e.name == "aten::mm" for e in pattern.matched_events())
+
+
+def test_report_names_the_musa_patterns(device):
+    prof = _profile(lambda: torch.zeros(64, 64).to(device))
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        report_all_anti_patterns(prof)
+    text = buf.getvalue()
+    assert "Extra MUSA Copy Pattern" in text and "Extra CUDA Copy Pattern" not in text
+
+
+def test_graph_replays_are_profiled_after_update_musa_graph_with_profile(device):
+    x = torch.randn(16, 16, device=device)
+    g = torch.musa.MUSAGraph()
+    s = torch.musa.Stream()
+    s.wait_stream(torch.musa.current_stream())
+    with torch.musa.stream(s):
+        (x * 2).relu()
+        with torch.musa.graph(g):
+            y = (x * 2).relu()
+    torch.musa.current_stream().wait_stream(s)
+    torch_musa.musa_graph.update_musa_graph_with_profile()
+    prof = _profile(g.replay)
+    assert [e.name for e in prof.events() if e.name == "MUSAGraph replay"]
+    assert torch.equal(y.cpu(), (x.cpu() * 2).relu())
