@@ -34,9 +34,8 @@ def _bwd_kernel(g_ptr, x_ptr, w_ptr, v_ptr, dx_ptr, dw_ptr, M, N, rows_per, HAS_
     if HAS_W:
         w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
     dw = tl.zeros([BLOCK], dtype=tl.float32)
-    start = pid * rows_per
-    for r in range(start, tl.minimum(start + rows_per, M)):
-        row = r.to(tl.int64)
+    start = pid.to(tl.int64) * rows_per  # int64 loop index: row * N stays in range
+    for row in range(start, tl.minimum(start + rows_per, M)):
         x = tl.load(x_ptr + row * N + cols, mask=m, other=0.0).to(tl.float32)
         g = tl.load(g_ptr + row * N + cols, mask=m, other=0.0).to(tl.float32)
         iv = tl.load(v_ptr + row)
