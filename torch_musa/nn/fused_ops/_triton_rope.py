@@ -1,7 +1,8 @@
 """RoPE's Triton kernels (cuda driver): the index form of rope.cpp, several head rows per
 program. Forward: y[j] = u[j] c[j] + sign(j) u[q(j)] s[j] with u[j] = x[p(j)]; backward (the
-transpose): dx[p(j)] = g[j] c[j] - sign(j) g[q(j)] s[q(j)]. cos/sin come from the angles once,
-in float32 (seq x rot_dim, small next to the input)."""
+transpose): dx[p(j)] = g[j] c[j] - sign(j) g[q(j)] s[q(j)]. cos/sin come from the angles once per
+call, in float32 (seq x rot_dim, small next to the input; Triton's own cos is an approximation
+that loses accuracy past a few hundred radians, which long sequences reach)."""
 
 from __future__ import annotations
 
@@ -61,8 +62,8 @@ def rope(x: torch.Tensor, freq: torch.Tensor, interleaved: bool, batch_first: bo
     if x.numel() == 0:
         return y
     S, D, R = freq.shape[0], x.shape[3], freq.shape[-1]
-    f = freq.reshape(S, R).to(torch.float64)  # as the reference: angles in float64, then float32
-    cos, sin = f.cos().float().contiguous(), f.sin().float().contiguous()
+    f = freq.reshape(S, R).float()  # two small launches (CUDA's cosf/sinf reduce any angle's range)
+    cos, sin = f.cos(), f.sin()
     inner = x.shape[2] if batch_first else x.shape[1] * x.shape[2]
     n_rows = x.numel() // D
     block_r = triton.next_power_of_2(R)
