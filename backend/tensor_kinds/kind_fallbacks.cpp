@@ -15,6 +15,7 @@ namespace {
 
 template <c10::DispatchKey Kind>
 void delegate_kind(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  if (tensor_kinds::run_leaving_musa(op, stack, Kind)) return;
   op_layer::boxed_delegate_kind(op, stack, Kind);
 }
 

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
 #include <c10/core/DispatchKeySet.h>
 #include <c10/core/Storage.h>
 #include <c10/util/FunctionRef.h>
@@ -41,4 +43,8 @@ namespace torch_musa::tensor_kinds {
 // otherwise take a composite default meant for other layouts (is_coalesced's
 // "expected sparse layout" default, say). Call once, after all aten ops are registered.
 void delegate_kind_kernels();
+
+// Runs an op of kind `functionality` whose device argument names another device
+// (cpu) there, over cpu copies of its musa tensors; false if it names none.
+bool run_leaving_musa(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey functionality);
 }  // namespace torch_musa::tensor_kinds
