@@ -1,6 +1,8 @@
 """Rank-side code of the FSDP2 test of tests/nn/test_fused_llama.py: the fused Llama-style model,
 each block and the root fully_shard-ed over all ranks, trains on each rank's own batches with
-the same losses as the unfused model in one process on the whole batch (losses all-reduced)."""
+the same losses as the unfused model in one process on the whole batch (losses all-reduced).
+Then F.rms_norm on a row-sharded DTensor: the fused op runs on each shard (its sharding rules),
+the output stays sharded, and output and gradients equal the whole tensor's on one rank."""
 import os
 
 import torch
@@ -38,7 +40,32 @@ def scenario_fsdp_fused_llama():
         got.append(avg.item() / WORLD)
     if not torch.allclose(torch.tensor(got), torch.tensor(ref), rtol=1e-4, atol=1e-5):
         failures.append(f"FSDP2 fused losses {got} != unfused {ref}")
+    check_dtensor_rms_norm(mesh)
     dist.destroy_process_group()
+
+
+def check_dtensor_rms_norm(mesh):
+    import torch.nn.functional as F
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    torch.manual_seed(3)
+    x, w, g = torch.randn(4 * WORLD, 3, 16), torch.randn(16), torch.randn(4 * WORLD, 3, 16)
+    xr, wr = x.to(dev()).requires_grad_(), w.to(dev()).requires_grad_()
+    F.rms_norm(xr, (16,), wr, 1e-6).backward(g.to(dev()))
+    xd = distribute_tensor(x.to(dev()), mesh, [Shard(0)]).requires_grad_()
+    wd = distribute_tensor(w.to(dev()), mesh, [Replicate()]).requires_grad_()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        y = F.rms_norm(xd, (16,), wd, 1e-6)
+        y.backward(distribute_tensor(g.to(dev()), mesh, [Shard(0)]))
+    ran = {e.key for e in prof.key_averages()}
+    if not {"musa_fused::_fused_rmsnorm_forward", "musa_fused::_fused_rmsnorm_backward"} <= ran:
+        failures.append(f"DTensor rms_norm did not run the fused ops: {sorted(k for k in ran if 'rms' in k)}")
+    if y.placements != (Shard(0),):
+        failures.append(f"DTensor rms_norm output placements {y.placements}, expected (Shard(0),)")
+    for name, got, want in (("output", y.full_tensor(), F.rms_norm(xr, (16,), wr, 1e-6)),
+                            ("input grad", xd.grad.full_tensor(), xr.grad), ("weight grad", wd.grad.full_tensor(), wr.grad)):
+        if not torch.allclose(got.cpu(), want.detach().cpu(), rtol=1e-4, atol=1e-5):
+            failures.append(f"DTensor rms_norm {name} differs by {(got.cpu() - want.detach().cpu()).abs().max()}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """A small Llama-style decoder written with nn.RoPE, nn.SwishGLU, nn.RMSNorm and F.cross_entropy
 (the fused ops on musa) trains under torch.compile (fullgraph) with the same losses as its
-unfused form in eager, and under FSDP2 (mccl ranks: 2 on the host driver, 1 on a GPU)."""
+unfused form in eager, and under FSDP2 (mccl ranks: 2 on the host driver, 1 on a GPU); the same
+ranks check F.rms_norm on a row-sharded DTensor (the fused op's sharding rules)."""
 import pytest
 import torch
 

@@ -7,14 +7,15 @@
 
 Each is an op of the musa_fused library (schemas and host kernels in backend/fused_llm, Triton
 kernels for the cuda driver here) with autograd and fake kernels, so it traces under
-torch.compile and torch.export. A name torch already has is never replaced. See docs/fused_ops.md.
+torch.compile and torch.export; the fused RMSNorm has DTensor sharding rules (sharding.py).
+A name torch already has is never replaced. See docs/fused_ops.md.
 """
 
 from __future__ import annotations
 
 import torch
 
-from . import cross_entropy, rms_norm, rope, swish_glu  # noqa: F401  (registrations)
+from . import cross_entropy, rms_norm, rope, sharding, swish_glu  # noqa: F401  (registrations)
 from .cross_entropy import cross_entropy_loss_2d_choice, fused_cross_entropy
 from .rms_norm import fused_rms_norm
 from .rope import RoPE

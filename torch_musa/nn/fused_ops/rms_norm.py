@@ -1,8 +1,9 @@
 """Fused RMSNorm: torch_musa's _fused_rmsnorm_forward/backward (in the musa_fused namespace), and
 F.rms_norm / nn.RMSNorm on musa tensors taking them, as torch_musa's rms_norm does. torch's
 aten::rms_norm is a composite op; its musa path is a kernel for the AutogradPrivateUse1 key
-(torch's composite stays the kernel of every other device; a float64 input, a weight of another
-dtype or a DTensor takes the composite on musa too). Kernels: backend/fused_llm/rms_norm.cpp
+(torch's composite stays the kernel of every other device; a float64 input or a weight of
+another dtype takes the composite on musa too). DTensors take the fused op with its sharding
+rules (sharding.py). Kernels: backend/fused_llm/rms_norm.cpp
 (host), _triton_rmsnorm.py (cuda)."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import math
 import torch
 from torch import Tensor
 
-from ._common import FLOAT_DTYPES, check_float, cuda_impl, is_dtensor, ops
+from ._common import FLOAT_DTYPES, check_float, cuda_impl, ops
 
 # torch's default eps for rms_norm: float32's machine epsilon (opmath of float/half/bfloat16).
 _DEFAULT_EPS = torch.finfo(torch.float32).eps
@@ -92,8 +93,7 @@ cuda_impl("_fused_rmsnorm_backward", _cuda_backward)
 
 def _musa_rms_norm(input, normalized_shape, weight=None, eps=None):
     """aten::rms_norm for musa tensors (AutogradPrivateUse1): the fused op where it applies."""
-    if input.dtype in FLOAT_DTYPES and (weight is None or weight.dtype == input.dtype) \
-            and not is_dtensor(input, weight):
+    if input.dtype in FLOAT_DTYPES and (weight is None or weight.dtype == input.dtype):
         return fused_rms_norm(input, normalized_shape, weight, eps)
     return torch.ops.aten.rms_norm.default.decompose(input, normalized_shape, weight, eps)
 
