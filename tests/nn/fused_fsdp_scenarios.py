@@ -63,7 +63,8 @@ def check_dtensor_rms_norm(mesh):
     if y.placements != (Shard(0),):
         failures.append(f"DTensor rms_norm output placements {y.placements}, expected (Shard(0),)")
     for name, got, want in (("output", y.full_tensor(), F.rms_norm(xr, (16,), wr, 1e-6)),
-                            ("input grad", xd.grad.full_tensor(), xr.grad), ("weight grad", wd.grad.full_tensor(), wr.grad)):
+                            ("input grad", xd.grad.full_tensor(), xr.grad),
+                            ("weight grad", wd.grad.full_tensor(), wr.grad)):
         if not torch.allclose(got.cpu(), want.detach().cpu(), rtol=1e-4, atol=1e-5):
             failures.append(f"DTensor rms_norm {name} differs by {(got.cpu() - want.detach().cpu()).abs().max()}")
 

@@ -1,8 +1,8 @@
 """The fused LLM ops trace: under torch.compile (fullgraph, forward and backward) they stay
 single ops of the graph and give eager's results; torch.export keeps them (RoPE and SwishGLU
-as musa_fused ops, rms_norm and cross_entropy as torch's ops that run fused on musa); autocast leaves RoPE and SwishGLU in their input's dtype, as
-torch_musa's (they are on none of its autocast lists). One compile for all four ops (CI's two
-cores make compiles the slow part)."""
+as musa_fused ops, rms_norm and cross_entropy as torch's ops that run fused on musa);
+autocast leaves RoPE and SwishGLU in their input's dtype, as torch_musa's (they are on none of
+its autocast lists). One compile for all four ops (CI's two cores make compiles the slow part)."""
 import pytest
 import torch
 import torch.nn as nn

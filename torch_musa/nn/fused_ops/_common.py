@@ -9,6 +9,7 @@ FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 ops = torch.ops.musa_fused  # schemas: backend/fused_llm/schemas.cpp
 
 _cuda_lib = None
+_aten_lib = None
 
 
 def check_float(x: torch.Tensor, op: str, what: str) -> None:
@@ -34,3 +35,16 @@ def is_dtensor(*ts) -> bool:
     except ImportError:  # torch built without distributed
         return False
     return any(isinstance(t, DTensor) for t in ts)
+
+
+def route_musa(aten_name: str, fn) -> bool:
+    """Makes fn the musa kernel of torch's composite op aten::aten_name (the AutogradPrivateUse1
+    key; every other device keeps torch's composite, which fn falls back to through
+    OpOverload.decompose). A torch where the op is no longer a composite keeps its own kernel."""
+    global _aten_lib
+    if not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{aten_name}", "CompositeImplicitAutograd"):
+        return False
+    if _aten_lib is None:
+        _aten_lib = torch.library.Library("aten", "IMPL")
+    _aten_lib.impl(aten_name, fn, "AutogradPrivateUse1")
+    return True

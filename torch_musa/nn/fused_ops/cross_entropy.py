@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._common import FLOAT_DTYPES, check_float, cuda_impl, is_dtensor, ops
+from ._common import FLOAT_DTYPES, check_float, cuda_impl, is_dtensor, ops, route_musa
 
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 
@@ -108,5 +108,4 @@ def _musa_cross_entropy_loss(self, target, weight=None, reduction=1, ignore_inde
                                                                 label_smoothing)
 
 
-_aten_lib = torch.library.Library("aten", "IMPL")
-_aten_lib.impl("cross_entropy_loss", _musa_cross_entropy_loss, "AutogradPrivateUse1")
+ROUTED = route_musa("cross_entropy_loss", _musa_cross_entropy_loss)

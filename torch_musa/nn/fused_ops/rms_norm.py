@@ -13,7 +13,7 @@ import math
 import torch
 from torch import Tensor
 
-from ._common import FLOAT_DTYPES, check_float, cuda_impl, ops
+from ._common import FLOAT_DTYPES, check_float, cuda_impl, ops, route_musa
 
 # torch's default eps for rms_norm: float32's machine epsilon (opmath of float/half/bfloat16).
 _DEFAULT_EPS = torch.finfo(torch.float32).eps
@@ -98,5 +98,4 @@ def _musa_rms_norm(input, normalized_shape, weight=None, eps=None):
     return torch.ops.aten.rms_norm.default.decompose(input, normalized_shape, weight, eps)
 
 
-_aten_lib = torch.library.Library("aten", "IMPL")
-_aten_lib.impl("rms_norm", _musa_rms_norm, "AutogradPrivateUse1")
+ROUTED = route_musa("rms_norm", _musa_rms_norm)
