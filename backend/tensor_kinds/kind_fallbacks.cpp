@@ -13,10 +13,29 @@
 namespace torch_musa {
 namespace {
 
+const char* way_out(c10::DispatchKey kind) {
+  switch (kind) {
+    case c10::DispatchKey::Sparse:
+    case c10::DispatchKey::SparseCsr:
+      return "sparse tensors: convert with .to_dense() (or another sparse layout) first";
+    case c10::DispatchKey::Quantized:
+      return "quantized tensors: dequantize with .dequantize() first";
+    default:
+      return "nested tensors: convert with .to_padded_tensor(0) or unbind() first";
+  }
+}
+
 template <c10::DispatchKey Kind>
 void delegate_kind(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   if (tensor_kinds::run_leaving_musa(op, stack, Kind)) return;
-  op_layer::boxed_delegate_kind(op, stack, Kind);
+  try {
+    op_layer::boxed_delegate_kind(op, stack, Kind);
+  } catch (const c10::NotImplementedError& e) {
+    // torch's "could not run ... 'SparseCPU' backend" names the kernel device, not musa.
+    if (std::string(e.what_without_backtrace()).find("Could not run") == std::string::npos) throw;
+    TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().name(), " has no kernel for ", way_out(Kind),
+                                " (the cpu and cuda have none either)");
+  }
 }
 
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
@@ -59,7 +78,11 @@ void tensor_kinds::delegate_kind_kernels() {
         if (name.name.rfind("aten::", 0) != 0) continue;
         auto op = dispatcher.findOp(name);
         if (!op || op->hasKernelForDispatchKey(kind.musa)) continue;
-        if (!op->hasKernelForDispatchKey(kind.cpu) && !op->hasKernelForDispatchKey(kind.cuda)) continue;
+        // Structured ops' musa default builds its output with a plain musa empty(): the kernel
+        // device's own default (or its error) takes those too.
+        const bool structured = op->hasKernelForDispatchKey(K::CompositeExplicitAutogradNonFunctional);
+        if (!structured && !op->hasKernelForDispatchKey(kind.cpu) && !op->hasKernelForDispatchKey(kind.cuda))
+          continue;
         // (Nested tensors also skip CompositeImplicitAutograd decompositions, which assume
         // sizes: their autograd key is their own, so dense musa autograd is untouched.)
         if (!op->hasKernelForDispatchKey(K::CompositeExplicitAutograd) &&
