@@ -136,7 +136,16 @@ std::atomic<int> nccl_reduces_float8{-1};
 template <class Launch>
 Works MCCLBackend::float8_aware(c10::ArrayRef<at::Tensor> tensors, Launch&& launch) {
   if (!any_float8(tensors)) return launch(false);
-  if (gloo_ || nccl_reduces_float8.load() == 0) return launch(true);
+  if (gloo_) return launch(true);
+  // Widening casts the result back when the Work completes; NCCL's coalesced block completes as one
+  // Work, which does not run its members' casts.
+  auto widened = [&] {
+    TORCH_CHECK(!coalescing_, "mccl: float8 reductions inside a coalescing block need NCCL's own FP8 "
+                "reductions (NCCL >= 2.24 under a torch that hands them over), which this process lacks; "
+                "run them outside the block, or upcast to bfloat16/float32");
+    return launch(true);
+  };
+  if (nccl_reduces_float8.load() == 0) return widened();
   if (nccl_reduces_float8.load() == 1) return launch(false);
   try {
     auto work = launch(false);
@@ -147,7 +156,7 @@ Works MCCLBackend::float8_aware(c10::ArrayRef<at::Tensor> tensors, Launch&& laun
     if (what.find("Float8") == std::string::npos && what.find("float8") == std::string::npos) throw;
     nccl_reduces_float8.store(0);
   }
-  return launch(true);
+  return widened();
 }
 
 void MCCLBackend::agree(const char* op, OpType type, int64_t reduce_op, int64_t root,
@@ -437,25 +446,25 @@ void MCCLBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_a
 // NCCL groups coalesced collectives itself. Gloo has no coalescing: its
 // collectives run as they come, and the Work of the block waits for them all.
 void MCCLBackend::startCoalescing() {
-  if (!gloo_) return library_->startCoalescing();
   TORCH_CHECK(!coalescing_, "mccl: startCoalescing() called twice without endCoalescing()");
   coalescing_ = true;
   coalesced_.clear();
+  if (!gloo_) library_->startCoalescing();
 }
 
 Works MCCLBackend::endCoalescing() {
+  TORCH_CHECK(coalescing_, "mccl: endCoalescing() without startCoalescing()");
+  coalescing_ = false;
   if (!gloo_) {
     CollectiveCall call("coalesced", Movement::kData, getRank(), OpType::COALESCED);
     call.use_device(current_device());
     return call.run([&] { return library_->endCoalescing(); });
   }
-  TORCH_CHECK(coalescing_, "mccl: endCoalescing() without startCoalescing()");
-  coalescing_ = false;
   return c10::make_intrusive<CoalescedWork>(std::move(coalesced_), current_device(), getRank());
 }
 
 Works MCCLBackend::track(Works work) {
-  if (coalescing_) coalesced_.push_back(work);
+  if (coalescing_ && gloo_) coalesced_.push_back(work);
   return work;
 }
 

@@ -119,7 +119,7 @@ class MCCLBackend : public c10d::Backend {
   int64_t splits_ = 0;
   int64_t monitored_barriers_ = 0;  // names each monitored barrier's keys, alike on every rank
   bool gloo_;  // Gloo lacks AVG and PREMUL_SUM: they are done around a SUM
-  // Between startCoalescing() and endCoalescing() on Gloo: the Works to wait for.
+  // Between startCoalescing() and endCoalescing(); on Gloo, the Works the block's Work waits for.
   c10::intrusive_ptr<c10d::Work> track(c10::intrusive_ptr<c10d::Work> work);
   bool coalescing_ = false;
   std::vector<c10::intrusive_ptr<c10d::Work>> coalesced_;

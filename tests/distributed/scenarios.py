@@ -288,6 +288,15 @@ def float8_reductions(d):
         t = value(RANK, dtype).to(d)
         dist.all_reduce(t, op=dist.ReduceOp.SUM, async_op=True).wait()
         check(f"async all_reduce {dtype}", t, reduce_ref(dtype, dist.ReduceOp.SUM), **exact)
+        if torch.musa.get_driver_name() == "host":  # on NCCL a coalesced block needs NCCL's own FP8 reductions
+            outs = [torch.empty(n, dtype=dtype, device=d) for n in (2, 4)]
+            with dist._coalescing_manager(device=d, async_ops=True) as cm:
+                for n, o in zip((2, 4), outs):
+                    dist.reduce_scatter_tensor(o, torch.cat([value(RANK, dtype, n=n, salt=j) for j in range(WORLD)]).to(d))
+            cm.wait()
+            for n, o in zip((2, 4), outs):
+                check(f"coalesced reduce_scatter_tensor {dtype} {n}", o,
+                      reduce_ref(dtype, dist.ReduceOp.SUM, n=n, salt=RANK), **exact)
 
 
 def reduce_leaves_non_roots_untouched(d):
