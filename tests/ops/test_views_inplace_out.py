@@ -261,6 +261,17 @@ def test_full_reduction_with_out_as_cpu(fn, out_shape, out_dtype):
     assert torch.equal(out.cpu(), ref_out)
 
 
+@pytest.mark.parametrize("fn", [torch.max, torch.min])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32, torch.uint8, torch.bool])
+def test_full_reduction_with_out_over_no_elements_gives_the_identity_as_cpu(fn, dtype):
+    # (torch_musa's test: the CPU's -inf/+inf or the dtype's bounds; CUDA's kernel asserts internally)
+    x = torch.randn(0, 8, 7).to(dtype)
+    ref = fn(x, out=torch.tensor([], dtype=dtype))
+    got = fn(x.to("musa"), out=torch.tensor([], dtype=dtype, device="musa"))
+    assert got.device.type == "musa" and got.dtype == dtype and got.shape == ()
+    assert torch.equal(got.cpu(), ref)
+
+
 def _no_warning():
     import contextlib
     import warnings
