@@ -449,7 +449,12 @@ class CudaDriver final : public Driver {
   musaError_t streamQuery(MUstream_st* s) override {
     GUARD(s->device);
     cudaError_t e = cudaStreamQuery(nat(s));
-    if (e == cudaErrorNotReady) return musaErrorNotReady;  // not an error to record
+    if (e == cudaErrorNotReady) {
+      // Not an error to record; CUDA keeps it as the thread's last error, where the next ATen
+      // kernel's launch check (cudaGetLastError) would report it as its own, so clear it (as torch does).
+      (void)cudaGetLastError();
+      return musaErrorNotReady;
+    }
     CUDA_TRY(e, "cudaStreamQuery", s->device);
     return musaSuccess;
   }
@@ -591,7 +596,12 @@ class CudaDriver final : public Driver {
   musaError_t eventQuery(MUevent_st* ev) override {
     GUARD(ev->device);
     cudaError_t e = cudaEventQuery(nat(ev));
-    if (e == cudaErrorNotReady) return musaErrorNotReady;  // not an error to record
+    if (e == cudaErrorNotReady) {
+      // Not an error to record; CUDA keeps it as the thread's last error, where the next ATen
+      // kernel's launch check (cudaGetLastError) would report it as its own, so clear it (as torch does).
+      (void)cudaGetLastError();
+      return musaErrorNotReady;
+    }
     CUDA_TRY(e, "cudaEventQuery", ev->device);
     return musaSuccess;
   }

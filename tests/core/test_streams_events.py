@@ -186,3 +186,16 @@ def test_default_stream_handle_is_zero_on_the_host_driver_as_cudas():
     with torch.musa.stream(torch.musa.ExternalStream(0)):
         x = torch.arange(4.0, device="musa") * 2
     assert torch.equal(x.cpu(), torch.arange(4.0) * 2)
+
+
+def test_a_not_ready_query_leaves_no_error_for_the_next_kernel(device):
+    # CUDA keeps a query's cudaErrorNotReady as the thread's last error; the next ATen kernel's launch
+    # check would report it as its own ("device not ready") unless the driver clears it, as torch does
+    torch.musa._sleep(200_000_000)  # keeps the stream busy on a GPU (the host driver runs it inline)
+    e = torch.musa.Event()
+    e.record()
+    ready = (e.query(), torch.musa.current_stream().query())
+    if torch.musa.get_driver_name() == "cuda":
+        assert ready == (False, False)
+    y = torch.ones(4, device=device) * 2
+    assert torch.equal(y.cpu(), torch.full((4,), 2.0))
