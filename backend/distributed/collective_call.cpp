@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "core/device.h"
 #include "distributed/mccl_backend.h"
@@ -20,7 +21,9 @@ namespace {
 std::mutex staged_mutex;
 std::map<std::string, int64_t> staged;
 std::mutex sent_mutex;
-std::map<std::string, std::pair<int64_t, int64_t>> sent;  // op -> (calls, bytes this rank contributed)
+// op -> (calls, bytes this rank contributed), keyed by the op's name literal: no string is built
+// on the collective's path (names read back are merged by text).
+std::unordered_map<const char*, std::pair<int64_t, int64_t>> sent;
 
 bool is_float8(at::ScalarType t) {
   return t == at::kFloat8_e4m3fn || t == at::kFloat8_e5m2 || t == at::kFloat8_e4m3fnuz ||
@@ -39,7 +42,13 @@ void reset_staged_counts() {
 
 std::map<std::string, std::pair<int64_t, int64_t>> sent_bytes() {
   std::lock_guard<std::mutex> g(sent_mutex);
-  return sent;
+  std::map<std::string, std::pair<int64_t, int64_t>> by_name;
+  for (const auto& [op, counts] : sent) {
+    auto& s = by_name[op];
+    s.first += counts.first;
+    s.second += counts.second;
+  }
+  return by_name;
 }
 void reset_sent_bytes() {
   std::lock_guard<std::mutex> g(sent_mutex);
