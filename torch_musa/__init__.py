@@ -158,7 +158,7 @@ from . import _serialization  # noqa: E402
 _serialization.install()  # CUDA checkpoints without CUDA: the error names map_location='musa'
 from . import comm  # noqa: E402,F401  (torch.musa.comm, as torch.cuda.comm)
 from . import nvtx  # noqa: E402,F401  (torch.musa.nvtx, as torch.cuda.nvtx: ranges in torch.profiler)
-from . import core, multi_tensor_apply, profiler  # noqa: E402,F401  (torch_musa's module paths)
+from . import core, multi_tensor_apply  # noqa: E402,F401  (torch_musa's module paths; profiler: below)
 from .random import fork_rng  # noqa: E402,F401  (torch_musa.fork_rng)
 from . import _gated_paths  # noqa: E402
 
@@ -177,6 +177,9 @@ def __getattr__(name):
 
 
 torch._register_device_module("musa", _sys.modules[__name__])
+# (After the registration: torch.profiler's pattern matcher imports torch.utils.benchmark,
+# which asks torch.accelerator about the device at import, on torch 2.11.)
+from . import profiler  # noqa: E402,F401
 distributed._register()
 _autograd_shutdown.install()  # autograd's device threads drop their last backward before Python finalizes
 _dynamo_musagraphs._install_lazy_registration()  # backend="musagraphs" once torch._dynamo loads
