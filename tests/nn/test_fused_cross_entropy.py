@@ -46,6 +46,8 @@ def test_fused_path_is_taken_only_where_torch_musa_takes_it(device):
     # every row ignored: mean is nan, as torch's
     assert torch.isnan(F.cross_entropy(x, torch.full_like(t, -100))).item()
     assert torch.nn.CrossEntropyLoss()(x, t).dtype == torch.float32
+    with pytest.raises(RuntimeError, match="same device"):  # a CPU target: torch's error, as for cuda
+        F.cross_entropy(x, t.cpu())
 
 
 def test_out_of_range_target_is_an_error_or_nan(device):

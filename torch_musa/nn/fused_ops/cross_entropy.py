@@ -102,7 +102,7 @@ def _musa_cross_entropy_loss(self, target, weight=None, reduction=1, ignore_inde
     """aten::cross_entropy_loss for musa tensors (AutogradPrivateUse1): the fused op where
     torch_musa's choice says so and torch would not take its label-smoothing path first."""
     if label_smoothing == 0.0 and cross_entropy_loss_2d_choice(self, target) and not is_dtensor(self, target, weight) \
-            and (weight is None or weight.device == self.device):
+            and target.device == self.device and (weight is None or weight.device == self.device):
         return fused_cross_entropy(self, target, weight, reduction, int(ignore_index))
     return torch.ops.aten.cross_entropy_loss.default.decompose(self, target, weight, reduction, ignore_index,
                                                                 label_smoothing)
