@@ -48,3 +48,27 @@ def test_bad_inputs_name_the_problem(device):
         torch.ops.musa_fused._fused_rmsnorm_forward(x, [8], 1e-5)
     with pytest.raises(ValueError, match="they must match"):
         torch.ops.musa_fused._fused_rmsnorm_forward(x, [16], 1e-5, torch.ones(16, device=device).half())
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float64])
+def test_torch_fused_rms_norm_op_on_musa(dtype):
+    """torch's aten::_fused_rms_norm (CUDA/MPS kernels only) takes the fused op on musa, with its
+    keepdim rstd and torch's autograd formula; float64 takes torch's decomposition."""
+    if not hasattr(torch.ops.aten, "_fused_rms_norm_backward"):
+        pytest.skip("this torch has no aten::_fused_rms_norm_backward")
+    torch.manual_seed(0)
+    x, w = torch.randn(3, 2, 8, dtype=dtype), torch.randn(8, dtype=dtype)
+    xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
+    y, r = torch.ops.aten._fused_rms_norm(xc, [8], wc, 1e-5)
+    g = torch.randn_like(y)
+    y.backward(g)
+    xm, wm = x.to("musa").requires_grad_(), w.to("musa").requires_grad_()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        ym, rm = torch.ops.aten._fused_rms_norm(xm, [8], wm, 1e-5)
+        ym.backward(g.to("musa"))
+    fused = any(e.key == "musa_fused::_fused_rmsnorm_backward" for e in prof.key_averages())
+    assert fused == (dtype != torch.float64)
+    assert rm.shape == r.shape == (3, 2, 1) and rm.dtype == r.dtype
+    tol = dict(atol=3e-2, rtol=3e-2) if dtype == torch.bfloat16 else {}
+    for got, want in ((ym, y), (rm, r), (xm.grad, xc.grad), (wm.grad, wc.grad)):
+        torch.testing.assert_close(got.cpu(), want, **tol)

@@ -3,8 +3,8 @@ F.rms_norm / nn.RMSNorm on musa tensors taking them, as torch_musa's rms_norm do
 aten::rms_norm is a composite op; its musa path is a kernel for the AutogradPrivateUse1 key
 (torch's composite stays the kernel of every other device; a float64 input or a weight of
 another dtype takes the composite on musa too). DTensors take the fused op with its sharding
-rules (sharding.py). Kernels: backend/fused_llm/rms_norm.cpp
-(host), _triton_rmsnorm.py (cuda)."""
+rules (sharding.py). torch's own aten::_fused_rms_norm (and backward) take the fused op on musa
+too. Kernels: backend/fused_llm/rms_norm.cpp (host), _triton_rmsnorm.py (cuda)."""
 
 from __future__ import annotations
 
@@ -99,3 +99,40 @@ def _musa_rms_norm(input, normalized_shape, weight=None, eps=None):
 
 
 ROUTED = route_musa("rms_norm", _musa_rms_norm)
+
+
+# torch's own fused op, aten::_fused_rms_norm (and its backward, which torch's autograd formula
+# calls), has kernels for CUDA and MPS only: on musa it takes the fused op too, where this torch has
+# them. Its rstd keeps the normalized dimensions as 1s; other dtypes take torch's decompositions.
+def _aten_fused_rms_norm(input, normalized_shape, weight=None, eps=None):
+    op = torch.ops.aten._fused_rms_norm.default
+    if input.dtype not in FLOAT_DTYPES or (weight is not None and weight.dtype != input.dtype):
+        return torch._decomp.decomposition_table[op](input, normalized_shape, weight, eps)
+    eps = _DEFAULT_EPS if eps is None else eps
+    out, invvar = ops._fused_rmsnorm_forward(input, list(normalized_shape), eps, weight)
+    return out, invvar.reshape(*invvar.shape, *([1] * len(normalized_shape)))
+
+
+def _aten_fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, output_mask):
+    op = torch.ops.aten._fused_rms_norm_backward.default
+    if input.dtype not in FLOAT_DTYPES or (weight is not None and weight.dtype != input.dtype):
+        dx, dw = torch._decomp.decomposition_table[op](grad_out, input, normalized_shape, rstd, weight, output_mask)
+        return (dx if dx is not None else torch.zeros_like(input),
+                dw if dw is not None else input.new_empty((0,)))
+    rows = input.shape[: input.dim() - len(normalized_shape)]
+    return ops._fused_rmsnorm_backward(grad_out, rstd.reshape(rows), input, list(normalized_shape), 0.0, weight)
+
+
+def _register_aten_fused() -> bool:
+    names = ("_fused_rms_norm", "_fused_rms_norm_backward")
+    if not all(hasattr(torch.ops.aten, n) for n in names):  # a torch without them keeps the composite
+        return False
+    global _aten_fused_lib
+    _aten_fused_lib = torch.library.Library("aten", "IMPL")
+    _aten_fused_lib.impl("_fused_rms_norm", _aten_fused_rms_norm, "PrivateUse1")
+    _aten_fused_lib.impl("_fused_rms_norm_backward", _aten_fused_rms_norm_backward, "PrivateUse1")
+    return True
+
+
+_aten_fused_lib = None
+ATEN_FUSED = _register_aten_fused()
