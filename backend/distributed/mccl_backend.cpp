@@ -121,22 +121,28 @@ Opts MCCLBackend::reduction_options(const Opts& opts, CollectiveCall& call, std:
 }
 
 namespace {
-bool any_float8(c10::ArrayRef<at::Tensor> ts) {
+bool any_of_dtypes(c10::ArrayRef<at::Tensor> ts, std::initializer_list<at::ScalarType> dtypes) {
   for (auto& t : ts)
-    if (t.defined() && (t.scalar_type() == at::kFloat8_e4m3fn || t.scalar_type() == at::kFloat8_e5m2 ||
-                        t.scalar_type() == at::kFloat8_e4m3fnuz || t.scalar_type() == at::kFloat8_e5m2fnuz))
-      return true;
+    if (t.defined() && std::find(dtypes.begin(), dtypes.end(), t.scalar_type()) != dtypes.end()) return true;
   return false;
 }
 // Whether the NCCL backend of this torch reduces float8 itself: -1 not known yet, 0 no, 1 yes.
-// torch refuses float8 reductions before it enqueues anything unless it hands NCCL its FP8 types.
+// NCCL has FP8 types from 2.24 (set_nccl_has_float8); torch hands them over for e4m3fn/e5m2 when
+// built with them, and refuses float8 reductions before it enqueues anything where it does not.
 std::atomic<int> nccl_reduces_float8{-1};
 }  // namespace
 
+void set_nccl_has_float8(bool has) { nccl_reduces_float8.store(has ? -1 : 0); }
+
 template <class Launch>
 Works MCCLBackend::float8_aware(c10::ArrayRef<at::Tensor> tensors, Launch&& launch) {
-  if (!any_float8(tensors)) return launch(false);
-  if (gloo_) return launch(true);
+  using at::ScalarType;
+  if (!any_of_dtypes(tensors, {ScalarType::Float8_e4m3fn, ScalarType::Float8_e5m2, ScalarType::Float8_e4m3fnuz,
+                               ScalarType::Float8_e5m2fnuz}))
+    return launch(false);
+  // Gloo has no float8; NCCL has no "fnuz" formats (torch passes those as bytes).
+  bool fnuz = any_of_dtypes(tensors, {ScalarType::Float8_e4m3fnuz, ScalarType::Float8_e5m2fnuz});
+  if (gloo_ || fnuz) return launch(true);
   // Widening casts the result back when the Work completes; NCCL's coalesced block completes as one
   // Work, which does not run its members' casts.
   auto widened = [&] {

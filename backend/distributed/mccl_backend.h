@@ -132,6 +132,10 @@ void set_library_factory(LibraryFactory factory);
 c10::intrusive_ptr<c10d::Backend> new_library(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                               std::chrono::milliseconds timeout);
 
+// Whether the NCCL torch runs has FP8 types (version >= 2.24): without them mccl reduces float8 as
+// float32 (torch would pass float8 to an older NCCL as bytes).
+void set_nccl_has_float8(bool has);
+
 // Collectives whose tensors had to be staged (non-contiguous layouts the
 // library cannot take), by op name.
 std::map<std::string, int64_t> staged_counts();

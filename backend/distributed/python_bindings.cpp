@@ -70,6 +70,7 @@ torch.distributed.init_process_group("mccl"); `library` is that library's backen
     gloo_factory() = std::move(f);
     set_library_factory(&python_gloo);
   });
+  m.def("_set_nccl_has_float8", &set_nccl_has_float8);
   m.def("_staged_counts", [] { return staged_counts(); });
   m.def("_reset_staged_counts", [] { reset_staged_counts(); });
   m.def("_sent_bytes", [] { return sent_bytes(); });

@@ -65,6 +65,8 @@ def _create_backend(dist_opts, backend_options):
     timeout = dist_opts.timeout if isinstance(dist_opts.timeout, timedelta) else timedelta(seconds=dist_opts.timeout)
     if _library_name() == "nccl":
         _mirror_knobs()
+        # NCCL reduces float8 itself from 2.24; before, mccl reduces it as float32 (backend/distributed)
+        _C._distributed._set_nccl_has_float8(tuple(torch.cuda.nccl.version()[:2]) >= (2, 24))
         opts = backend_options if isinstance(backend_options, dist.ProcessGroupNCCL.Options) else \
             dist.ProcessGroupNCCL.Options()
         opts._timeout = timeout
