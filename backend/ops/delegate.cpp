@@ -353,6 +353,10 @@ void op_layer::boxed_delegate_kind(const c10::OperatorHandle& op, torch::jit::St
   musa_fallback_of(op, stack, functionality);
 }
 
+void op_layer::run_by_cpu_copy(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DeviceIndex device) {
+  run_on_cpu_by_copy(op, traits_of(op), stack, device);
+}
+
 KernelDeviceCallGuard::KernelDeviceCallGuard() : guard_(above_backend()) {}
 
 c10::DispatchKeySet KernelDeviceCallGuard::above_backend() {

@@ -511,6 +511,9 @@ void boxed_delegate(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
 // The same for a call whose musa tensors include a sparse, nested or quantized
 // one (`functionality` is that kind's key): the kernel device's kernel of that kind runs.
 void boxed_delegate_kind(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey functionality);
+// Runs one call by the CPU's kernel over CPU copies of its musa tensors (the counted copy path):
+// results and written arguments come back to musa device `device`.
+void run_by_cpu_copy(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DeviceIndex device);
 // Counts one delegated op (torch.musa.ops.delegated_op_count()).
 void note_delegated();
 // Registers the unboxed fast path for `op` (qualified name without "aten::")

@@ -1,9 +1,11 @@
-// max(input, out=) and min(input, out=) with no dim, over an input with no elements, give the
-// reduction's identity (-inf/+inf, or the dtype's bounds) as the CPU and torch_musa do; CUDA's
-// kernel has no such case (gpu_reduce_kernel asserts numel > 0, an internal assert), so these
-// calls take the CPU kernel, on empty copies. Every other call is delegated as usual.
+// Calls over inputs with no elements whose CUDA kernels fail where the CPU's (and torch_musa's) give
+// the empty or identity result: they take the CPU kernel over copies of the (empty) musa tensors.
+// - max/min(input, out=) with no dim: the CPU gives -inf/+inf (the dtype's bounds); CUDA's reduction
+//   kernel asserts numel > 0 (an internal assert).
+// - antialiased bilinear/bicubic upsampling of an empty batch, forward and backward: CUDA's kernel
+//   launches a grid with no blocks in z (N * C == 0), which CUDA refuses as an invalid argument.
+// Every call with elements is delegated as usual.
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include "ops/delegation.h"
@@ -11,30 +13,22 @@
 namespace torch_musa {
 namespace {
 
-void musa_full_reduction_out(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+void cpu_when_empty(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   const size_t base = stack->size() - op.schema().arguments().size();
-  const at::Tensor self = (*stack)[base].toTensor();
-  if (self.numel() != 0 || self.device().type() != c10::DeviceType::PrivateUse1) {
+  const at::Tensor first = (*stack)[base].toTensor();  // the input (grad_output in a backward)
+  if (first.numel() != 0 || first.device().type() != c10::DeviceType::PrivateUse1) {
     op_layer::boxed_delegate(op, ks, stack);
     return;
   }
-  at::Tensor out = (*stack)[base + 1].toTensor();
-  TORCH_CHECK(out.device() == self.device(), op.schema().name(), ": expected out on ", self.device(), ", got ",
-              out.device());
-  (*stack)[base] = self.cpu();  // no elements: nothing is copied
-  (*stack)[base + 1] = at::empty({0}, out.options().device(c10::kCPU));
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
-  const at::Tensor result = stack->back().toTensor();
-  at::native::resize_output(out, result.sizes());
-  out.copy_(result);
-  stack->back() = out;
+  op_layer::run_by_cpu_copy(op, stack, first.device().index());
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("max.unary_out", torch::CppFunction::makeFromBoxedFunction<&musa_full_reduction_out>());
-  m.impl("min.unary_out", torch::CppFunction::makeFromBoxedFunction<&musa_full_reduction_out>());
+  for (const char* name : {"max.unary_out", "min.unary_out", "_upsample_bilinear2d_aa", "_upsample_bicubic2d_aa",
+                           "_upsample_bilinear2d_aa_backward", "_upsample_bicubic2d_aa_backward"})
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&cpu_when_empty>());
 }
 
 }  // namespace torch_musa

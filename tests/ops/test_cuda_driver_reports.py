@@ -113,3 +113,18 @@ def test_torchvision_ops_under_autocast(device):
     assert got.dtype == torch.float16
     torch.testing.assert_close(got.float().cpu(), ref, rtol=1e-2, atol=1e-2)
     assert keep.cpu().tolist() == torchvision.ops.nms(boxes[:, 1:], torch.tensor([0.9, 0.8]), 0.5).tolist()
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_antialiased_upsampling_of_an_empty_batch_as_cpu(device, mode, align_corners):
+    # torch_musa's upsample test case (batch 0): an empty result and an empty gradient, as the CPU gives
+    # (CUDA's kernel launches an empty grid there, which CUDA refuses)
+    x = torch.randn(0, 16, 1, 1, requires_grad=True)
+    xm = x.detach().to(device).requires_grad_()
+    kw = dict(scale_factor=2, mode=mode, align_corners=align_corners, antialias=True)
+    ref, got = F.interpolate(x, **kw), F.interpolate(xm, **kw)
+    assert got.shape == ref.shape == (0, 16, 2, 2) and got.device.type == "musa"
+    ref.sum().backward()
+    got.sum().backward()
+    assert xm.grad.shape == x.grad.shape and xm.grad.device.type == "musa"
