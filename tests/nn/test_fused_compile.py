@@ -77,3 +77,13 @@ def test_autocast_keeps_the_input_dtype(device):
         assert F.swish_glu(x.half()).dtype == torch.float16
         # nn.RMSNorm runs in float32 under autocast, as torch's autocast lists rms_norm
         assert F.rms_norm(x.bfloat16(), (8,)).dtype == torch.float32
+        # the fused cross entropy reads bf16 logits and gives a float32 loss, as CUDA's composite does
+        logits = torch.randn(6, 5, device=device, dtype=torch.bfloat16, requires_grad=True)
+        t = torch.randint(0, 5, (6,), device=device)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            loss = F.cross_entropy(logits, t)
+        assert any(e.key == "musa_fused::_fused_cross_entropy_2d_forward" for e in prof.key_averages())
+    assert loss.dtype == torch.float32
+    loss.backward()
+    assert logits.grad.dtype == torch.bfloat16
+    torch.testing.assert_close(loss.cpu(), F.cross_entropy(logits.detach().cpu().float(), t.cpu()))

@@ -3,7 +3,7 @@ label smoothing takes a fused path, as torch_musa's (which asks cross_entropy_lo
 runs _fused_cross_entropy_loss_2d_forward there). The kernel reads the logits once forward (each
 row's loss and log-sum-exp) and once backward (writing the gradient); the reduction over the rows
 (mean over the targets' weights, sum, none) is plain torch on M numbers. The loss has the logits'
-dtype, as torch_musa's. torch's aten::cross_entropy_loss is a composite op; its musa path is a
+dtype, as torch_musa's; under autocast float32, as CUDA's. torch's aten::cross_entropy_loss is a composite op; its musa path is a
 kernel for the AutogradPrivateUse1 key, other devices keep torch's.
 Kernels: backend/fused_llm/cross_entropy.cpp (host), _triton_cross_entropy.py (cuda)."""
 
@@ -25,21 +25,23 @@ def cross_entropy_loss_2d_choice(self: Tensor, target: Tensor, weight: Tensor | 
 
 
 def fused_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, reduction: str | int = "mean",
-                        ignore_index: int = -100) -> Tensor:
-    """Cross entropy of 2-D logits (rows, classes) against class indices, fused."""
+                        ignore_index: int = -100, out_dtype: torch.dtype | None = None) -> Tensor:
+    """Cross entropy of 2-D logits (rows, classes) against class indices, fused. The loss has
+    out_dtype, by default the logits' dtype."""
     red = _REDUCTIONS[reduction] if isinstance(reduction, str) else int(reduction)
+    out_dtype = out_dtype or input.dtype
     rows, _ = ops._fused_cross_entropy_2d_forward(input, target, weight, ignore_index)
     if red == 0:
-        return rows.to(input.dtype)
+        return rows.to(out_dtype)
     total = rows.sum()
     if red == 2:
-        return total.to(input.dtype)
+        return total.to(out_dtype)
     valid = target != ignore_index
     if weight is None:
         denom = valid.sum()
     else:
         denom = torch.where(valid, weight.float()[target.clamp(0, input.shape[1] - 1)], 0.0).sum()
-    return (total / denom).to(input.dtype)
+    return (total / denom).to(out_dtype)
 
 
 def _check(x: Tensor, t: Tensor, w: Tensor | None, op: str) -> None:
@@ -103,7 +105,9 @@ def _musa_cross_entropy_loss(self, target, weight=None, reduction=1, ignore_inde
     torch_musa's choice says so and torch would not take its label-smoothing path first."""
     if label_smoothing == 0.0 and cross_entropy_loss_2d_choice(self, target) and not is_dtensor(self, target, weight) \
             and target.device == self.device and (weight is None or weight.device == self.device):
-        return fused_cross_entropy(self, target, weight, reduction, int(ignore_index))
+        # under autocast the loss is float32, as CUDA's (log_softmax is on autocast's float32 list)
+        out_dtype = torch.float32 if torch.is_autocast_enabled(self.device.type) else self.dtype
+        return fused_cross_entropy(self, target, weight, reduction, int(ignore_index), out_dtype)
     return torch.ops.aten.cross_entropy_loss.default.decompose(self, target, weight, reduction, ignore_index,
                                                                 label_smoothing)
 
