@@ -606,25 +606,39 @@ def scenario_api():
         if i != skipped:
             opt.step()
         opt.zero_grad()
-    scalers = {"ShardedGradScaler": lambda: ShardedGradScaler(init_scale=2.0 ** 10),
-               "torch.amp.GradScaler('musa')": lambda: torch.amp.GradScaler("musa", init_scale=2.0 ** 10)}
-    for name, make in scalers.items():
-        torch.manual_seed(0)
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    def fsdp2():
         model = Net().to(d)
         for m in (model.fc1, model.fc2, model):
             fully_shard(m, mesh=mesh)
-        opt, scaler = torch.optim.SGD(model.parameters(), lr=0.1), make()
+        return model
+
+    def full_fc1(model):
+        if isinstance(model, FSDP):
+            with FSDP.summon_full_params(model):
+                return model.module.fc1.weight.detach().clone()
+        return model.fc1.weight.full_tensor().detach()
+
+    variants = {"FSDP2 ShardedGradScaler": (fsdp2, lambda: ShardedGradScaler(init_scale=2.0 ** 10)),
+                "FSDP2 torch.amp.GradScaler('musa')": (fsdp2, lambda: torch.amp.GradScaler("musa", init_scale=2.0 ** 10)),
+                "FSDP1 ShardedGradScaler": (lambda: FSDP(Net(), device_id=d, use_orig_params=True),
+                                            lambda: ShardedGradScaler(init_scale=2.0 ** 10))}
+    for name, (make_model, make_scaler) in variants.items():
+        torch.manual_seed(0)
+        model = make_model()
+        opt, scaler = torch.optim.SGD(model.parameters(), lr=0.1), make_scaler()
         for i, (x, y) in enumerate(data):
             scaler.scale(nn.functional.mse_loss(model(local(x)), local(y))).backward()
             if i == skipped and RANK == 0:  # an overflow on one rank only
-                model.fc1.weight.grad.to_local()[0, 0] = float("inf")
+                grad = next(p.grad for p in model.parameters() if p.grad is not None and p.grad.numel())
+                (grad.to_local() if hasattr(grad, "to_local") else grad).view(-1)[0] = float("inf")
             scaler.step(opt)
             scaler.update()
             opt.zero_grad()
         if scaler.get_scale() != 2.0 ** 9:
             failures.append(f"{name}: scale {scaler.get_scale()} after one overflow, expected {2.0 ** 9}")
-        check(f"{name} FSDP2 final fc1.weight", model.fc1.weight.full_tensor().detach(),
-              ref_model.fc1.weight.detach(), rtol=1e-5, atol=1e-6)
+        check(f"{name} final fc1.weight", full_fc1(model), ref_model.fc1.weight.detach(), rtol=1e-5, atol=1e-6)
     dist.destroy_process_group()
 
 
