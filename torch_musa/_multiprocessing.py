@@ -109,9 +109,17 @@ def _reduce_musa_tensor(tensor):
             "the tensor before serializing (e.g., putting it on the queue)."
         )
     if tensor.layout != torch.strided or tensor.is_nested:
+        # Sparse and nested musa tensors travel as torch sends them: their strided musa parts,
+        # each shared as a musa tensor (jagged nested tensors are Python subclasses and never get here).
+        from torch.multiprocessing import reductions
+
+        if tensor.is_nested:
+            return reductions.reduce_nested_tensor(tensor)
+        return reductions.reduce_sparse_tensor(tensor)
+    if tensor.is_quantized:
         raise RuntimeError(
-            f"a musa tensor of layout {tensor.layout} cannot be sent to another process yet; send its "
-            "strided parts (e.g. indices() and values()) or a cpu copy"
+            "a quantized musa tensor cannot be sent to another process (nor can torch send a quantized cuda "
+            "one): send q.int_repr() with q.q_scale() and q.q_zero_point(), or q.dequantize()"
         )
     torch.utils.hooks.warn_if_has_hooks(tensor)
     return (

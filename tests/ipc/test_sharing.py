@@ -47,6 +47,13 @@ def _peer(inbox, outbox):
             msg[1].add_(msg[2])
             _sync()
             outbox.put("added")
+        elif op == "echo_kind":  # (nested tensors have no .shape)
+            outbox.put((msg[1].device.type, msg[1].cpu()))
+        elif op == "add_to_values":  # a sparse tensor's musa values, written in place
+            t = msg[1]
+            t._values().add_(msg[2])
+            _sync()
+            outbox.put("added")
         elif op == "hold":
             held = msg[1]
             outbox.put("held")
@@ -101,6 +108,21 @@ def test_tensors_of_any_layout_and_dtype_arrive_as_musa_tensors(peer):
         device_type, dtype, shape, values = ask("echo", musa)
         assert (device_type, dtype, shape) == ("musa", cpu.dtype, tuple(cpu.shape))
         torch.testing.assert_close(values, cpu)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_sparse_and_nested_tensors_travel_as_their_shared_musa_parts(peer):
+    ask = peer[0]
+    dense = torch.tensor([[0.0, 1.5, 0.0], [2.0, 0.0, 3.0]])
+    sparse = dense.to_sparse().musa()
+    nested = torch.nested.nested_tensor([torch.ones(2, 3), torch.zeros(1, 3)], device="musa")
+    for t, flat in ((sparse, lambda x: x.to_dense()), (nested, lambda x: x.to_padded_tensor(0.0))):
+        device_type, values = ask("echo_kind", t)
+        assert device_type == "musa"
+        torch.testing.assert_close(flat(values), flat(t).cpu())
+    # A sparse tensor's parts are shared, not copied (torch rebuilds nested ones as copies, on every device).
+    assert ask("add_to_values", sparse, 1.0) == "added"
+    torch.testing.assert_close(sparse.to_dense().cpu(), dense + dense.ne(0).float())
 
 
 def test_storages_travel_too_and_share_musa_is_share_cuda_for_musa(peer):
