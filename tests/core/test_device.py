@@ -122,8 +122,8 @@ def test_set_default_device(same):
         torch.set_default_device("musa")
         t = torch.arange(4.0)
         assert t.is_musa
-    finally:
-        torch.set_default_device(prev)
+    finally:  # (None, not "cpu": a "cpu" default would leave torch's device mode on for later tests)
+        torch.set_default_device(None if prev == torch.device("cpu") else prev)
     same(t, torch.arange(4.0))
     assert not torch.arange(2).is_musa
 

@@ -3,6 +3,7 @@ CUDA patterns on the same profile; torch_musa.musa_graph.update_musa_graph_with_
 import contextlib
 import io
 
+import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 from torch.profiler import _pattern_matcher as torch_patterns
@@ -11,6 +12,15 @@ import torch_musa
 from torch_musa.profiler import ExtraMUSACopyPattern, FP32MatMulPattern, report_all_anti_patterns
 
 ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
+
+
+@pytest.fixture(autouse=True)
+def _no_default_device_mode():
+    # the patterns read the Python call tree; a default-device mode left by another test adds its frames
+    prev = torch.get_default_device()
+    torch.set_default_device(None)
+    yield
+    torch.set_default_device(None if prev == torch.device("cpu") else prev)
 
 
 def _profile(fn):
