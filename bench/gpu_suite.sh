@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: build torch_musa with the cuda driver, run the test suite
 # on the GPU (TORCH_MUSA_DRIVER=cuda), then the benchmarks. Logs go to $OUT.
-#   bash bench/gpu_suite.sh [build|tests|dist|graphs|compile|profiler|optim|fp8|bench|opinfo|overhead|alloc|vmm|all]...
+#   bash bench/gpu_suite.sh [build|tests|dist|graphs|compile|profiler|optim|fp8|fused|bench|opinfo|overhead|alloc|vmm|all]...
 set -u
 OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
@@ -86,6 +86,18 @@ if has fp8; then
     python3 -m pytest tests/fp8 -q -rs -p no:cacheprovider --timeout=300 >"$OUT/fp8.log" 2>&1
   summary+=("fp8 (cuda driver): $(tail -1 "$OUT/fp8.log") ($((SECONDS - t0)) s)")
   timeout ${FP8_BENCH_TIMEOUT:-400} python3 bench/fp8_bench.py ${FP8_BENCH_ARGS:-} 2>&1 | tee "$OUT/fp8_bench.log" | tail -12
+fi
+if has fused; then
+  # The fused LLM ops on the cuda driver (Triton kernels; the Llama-style model compiled and under FSDP2
+  # at world 1), then each op against the same computation in native torch ops on cuda.
+  t0=$SECONDS
+  TORCH_MUSA_DIST_DRIVER=cuda NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 timeout ${FUSED_TIMEOUT:-600} \
+    python3 -m pytest tests/nn/test_fused_rope.py tests/nn/test_fused_swish_glu.py tests/nn/test_fused_rms_norm.py \
+    tests/nn/test_fused_cross_entropy.py tests/nn/test_fused_compile.py tests/nn/test_fused_llama.py \
+    -q -rs -p no:cacheprovider --timeout=400 >"$OUT/fused.log" 2>&1
+  summary+=("fused LLM ops (cuda driver): $(tail -1 "$OUT/fused.log") ($((SECONDS - t0)) s)")
+  timeout ${FUSED_BENCH_TIMEOUT:-400} python3 bench/fused_ops_bench.py ${FUSED_BENCH_ARGS:---rounds 3} 2>&1 \
+    | tee "$OUT/fused_bench.log" | tail -10
 fi
 if has extensions; then
   # .mu kernel extensions on the cuda driver (nvcc; setup.py and load_inline builds, the converted CUDA
