@@ -40,6 +40,14 @@ std::atomic<int64_t> g_delegated{0};
 
 namespace op_layer {
 
+namespace {
+bool is_nested_metadata(const std::string& op, const std::string& arg) {
+  if (op == "aten::_nested_view_from_buffer" || op == "aten::_nested_view_from_buffer_copy")
+    return arg == "nested_size" || arg == "nested_strides" || arg == "offsets";
+  return op == "aten::_nested_from_padded" && arg == "cpu_nested_shape_example";
+}
+}  // namespace
+
 const OpTraits& traits_of(const c10::OperatorHandle& op) {
   static std::mutex mu;
   static std::unordered_map<const c10::FunctionSchema*, OpTraits> cache;  // entries are never erased
@@ -62,6 +70,9 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
     if (type->kind() == c10::TypeKind::GeneratorType) t.generator_args.push_back(i);
     if (type->kind() == c10::TypeKind::TensorType && args[i].name() == "scalars" &&
         schema.name().rfind("aten::_foreach_", 0) == 0)
+      t.cpu_side_args.push_back(i);
+    // Nested tensors keep their metadata (sizes, strides, offsets) on the cpu on every device.
+    if (type->kind() == c10::TypeKind::TensorType && is_nested_metadata(schema.name(), args[i].name()))
       t.cpu_side_args.push_back(i);
   }
   t.seeded_without_generator = t.generator_args.empty() && op.hasTag(at::Tag::nondeterministic_seeded);
@@ -258,9 +269,13 @@ void musa_fallback_of(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
     }
   }
 
+  // (torch's quantized:: ops on CUDA are cuDNN's int8-only ones: musa takes the cpu's, which
+  // cover every quantized dtype, as the counted copy path.)
   const bool cpu_only = dense ? traits.cpu_only
-                              : kernel_key != cpu_key && !op.hasKernelForDispatchKey(kernel_key) &&
-                                  op.hasKernelForDispatchKey(cpu_key);
+                              : kernel_key != cpu_key && op.hasKernelForDispatchKey(cpu_key) &&
+                                  (!op.hasKernelForDispatchKey(kernel_key) ||
+                                   (functionality == c10::DispatchKey::Quantized &&
+                                    op.schema().name().rfind("quantized::", 0) == 0));
   if (cpu_only) {
     run_on_cpu_by_copy(op, traits, stack, call.device < 0 ? current_device() : call.device, cpu_key);
     return;
