@@ -3,7 +3,7 @@
     TORCH_MUSA_DRIVER=cuda python bench/fused_ops_bench.py [--rounds 3]    # GPU: Llama-7B shapes, bf16
     python bench/fused_ops_bench.py --rounds 3                            # no GPU: host driver vs CPU, small shapes
 
-Each op runs forward+backward (bf16; Llama-7B: 4096 tokens, hidden 4096, 32 heads of 128,
+Each op runs forward+backward (bf16; Llama-7B: batch 2 x seq 4096, hidden 4096, 32 heads of 128,
 intermediate 11008, vocab 32000). The native side is the unfused composition written with
 torch ops (Megatron's RoPE, silu(a) * b, HF Llama's RMSNorm, F.cross_entropy) on cuda in eager;
 F.rms_norm's own CUDA kernel is shown as an extra row. Each side runs in its own fresh child
@@ -22,8 +22,9 @@ from _sides import run_side  # noqa: E402
 
 import torch  # noqa: E402  (the native child runs with TORCH_DEVICE_BACKEND_AUTOLOAD=0: no torch_musa)
 
-GPU_SHAPES = dict(tokens=4096, hidden=4096, heads=32, head_dim=128, inter=11008, vocab=32000, dtype="bfloat16")
-HOST_SHAPES = dict(tokens=256, hidden=512, heads=8, head_dim=64, inter=1024, vocab=4096, dtype="float32")
+GPU_SHAPES = dict(seq=4096, batch=2, hidden=4096, heads=32, head_dim=128, inter=11008, vocab=32000,
+                  dtype="bfloat16")
+HOST_SHAPES = dict(seq=128, batch=2, hidden=512, heads=8, head_dim=64, inter=1024, vocab=4096, dtype="float32")
 FLOOR = 1.5
 
 
@@ -51,14 +52,14 @@ def native_rmsnorm(x, w, eps=1e-6):  # HF LlamaRMSNorm
 def cases(device, s, fused):
     import torch.nn.functional as F
 
-    T, dt = s["tokens"], getattr(torch, s["dtype"])
+    S, T, dt = s["seq"], s["seq"] * s["batch"], getattr(torch, s["dtype"])
     g = torch.Generator(device="cpu").manual_seed(0)
 
     def leaf(*shape):
         return torch.randn(*shape, generator=g).to(device, dt).requires_grad_()
 
-    q = leaf(T, 1, s["heads"], s["head_dim"])
-    freq = torch.randn(T, s["head_dim"], generator=g).to(device)
+    q = leaf(S, s["batch"], s["heads"], s["head_dim"])  # (seq, batch, heads, dim), as Megatron's
+    freq = torch.randn(S, s["head_dim"], generator=g).to(device)
     x13 = leaf(T, 2 * s["inter"])
     xn, wn = leaf(T, s["hidden"]), torch.ones(s["hidden"], device=device, dtype=dt, requires_grad=True)
     logits, tgt = leaf(T, s["vocab"]), torch.randint(0, s["vocab"], (T,), generator=g).to(device)
