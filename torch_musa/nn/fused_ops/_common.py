@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -30,11 +32,8 @@ def cuda_impl(name: str, fn) -> None:
 
 
 def is_dtensor(*ts) -> bool:
-    try:
-        from torch.distributed.tensor import DTensor
-    except ImportError:  # torch built without distributed
-        return False
-    return any(isinstance(t, DTensor) for t in ts)
+    dtensor = sys.modules.get("torch.distributed.tensor")  # not loaded: no tensor is a DTensor
+    return dtensor is not None and any(isinstance(t, dtensor.DTensor) for t in ts)
 
 
 def route_musa(aten_name: str, fn) -> bool:

@@ -2,14 +2,17 @@
 _fused_rmsnorm_forward/backward: the rows may be sharded on any dimension before the normalized
 ones (each rank normalizes its own rows), the weight is replicated, and the weight's gradient is
 a partial sum over the ranks' rows. With them F.rms_norm on a DTensor runs the fused op on each
-rank's shard. Through torch's public register_sharding (every supported torch has it)."""
+rank's shard. Through torch's public register_sharding (every supported torch has it), when
+torch.distributed.tensor loads (importing it costs about a second; torch_musa does not)."""
 
 from __future__ import annotations
 
 import torch
 
+from ..._import_hooks import after_import
 
-def register() -> bool:
+
+def register(_module=None) -> bool:
     try:
         from torch.distributed.tensor import Partial, Replicate, Shard
         from torch.distributed.tensor.experimental import register_sharding
@@ -37,4 +40,4 @@ def register() -> bool:
     return True
 
 
-REGISTERED = register()
+after_import("torch.distributed.tensor", register)
