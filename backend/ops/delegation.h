@@ -217,8 +217,9 @@ class Delegation {
     if (!t.defined() || t.device().type() != kMusa) {
       // cpu scalars (and cpu index tensors) go to the kernel device as they are;
       // the cuda kernel device needs index tensors on the GPU.
+      // (Before any musa argument named the device, e.g. empty_quantized's cpu `qtensor`, the current one.)
       if (t.defined() && t.dim() != 0 && kd_.type() != c10::DeviceType::CPU && t.device().is_cpu())
-        return t.to(kd_.device_for(device));
+        return t.to(kd_.device_for(device < 0 ? current_device() : device));
       return t;
     }
     if (C10_UNLIKELY(tensor_kinds::is_kind(t))) return alias_kind(t);
