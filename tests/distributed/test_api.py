@@ -1,6 +1,6 @@
 """torch_musa's distributed API (Moore Threads' names): parallel_fused_cross_entropy, ShardedGradScaler,
 torch_musa.core.mccl. One device in process; vocabulary-parallel loss and FSDP2 with the scalers at
-several ranks (tests/distributed/scenarios.py: scenario_api)."""
+several ranks (tests/distributed/api_scenarios.py)."""
 import pytest
 import torch
 import torch.distributed as dist
@@ -67,4 +67,4 @@ def test_core_mccl_is_torch_musa_mccl():
 
 @pytest.mark.parametrize("world", worlds(2))
 def test_vocab_parallel_loss_and_fsdp_grad_scalers_match_single_process(world):
-    assert_no_failures(run_ranks("api", world, timeout=240))
+    assert_no_failures(run_ranks("api", world, timeout=240, module="tests.distributed.api_scenarios"))
