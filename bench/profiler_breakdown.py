@@ -1,0 +1,121 @@
+"""Where torch.profiler's cost on a training step goes, musa next to native (a diagnostic for
+bench/profiler_bench.py's floor).
+
+    python bench/profiler_breakdown.py [--size launch|realistic] [--steps N]
+
+profiler_bench's GPT step (same sizes) runs, in one fresh process per device, with no profiler
+and under four profiles: CPU ops only, without and with record_shapes/profile_memory, and CPU ops
+plus device activity (PrivateUse1 on musa, CUDA/CUPTI natively), without and with them. Each row
+is the slowdown against the plain step. The full profile's trace is then counted per step by
+category (cpu_op, the runtime calls, memory events, kernels, ...), with the most frequent runtime
+call names, so a per-op cost shows up as either more events or dearer ones.
+"""
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "privateuse1_runtime", "privateuse1_driver")
+
+
+def child(device, quick, steps):
+    if device != "musa":
+        sys.modules["torch_musa"] = None  # the native run never sees torch_musa
+    import torch
+    import torch.nn as nn
+    from torch.profiler import ProfilerActivity, profile
+    sys.path.insert(0, HERE)
+    from gpu_bench import GPT
+    from host_bench import median_time, sync
+
+    gpu = device == "cuda" or (device == "musa" and torch.musa.get_driver_name() != "host")
+    if device in ("cpu", "musa") and not gpu:
+        torch.set_num_threads(1)
+    sizes = {(True, False): (dict(vocab=8192, d=768, h=12, layers=6, seq=512), 16, 512),
+             (True, True): (dict(vocab=8192, d=512, h=8, layers=4, seq=256), 8, 256),
+             (False, False): (dict(vocab=4096, d=256, h=8, layers=4, seq=128), 8, 128),
+             (False, True): (dict(vocab=2048, d=128, h=4, layers=2, seq=64), 4, 64)}
+    cfg, batch, seq = sizes[(gpu, quick)]
+    torch.manual_seed(0)
+    model = GPT(**cfg).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    data = torch.randint(0, cfg["vocab"], (batch, seq + 1), device=device)
+
+    def step():
+        logits = model(data[:, :-1])
+        loss = nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), data[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    dev_act = {"musa": ProfilerActivity.PrivateUse1, "cuda": ProfilerActivity.CUDA}.get(device)
+    for _ in range(3):
+        step()
+    sync(device)
+    out = {"plain": median_time(step, device, steps, warmup=0) * 1e3}
+    variants = [("cpu ops", [ProfilerActivity.CPU], False), ("cpu ops +shapes+memory", [ProfilerActivity.CPU], True)]
+    if dev_act is not None:
+        variants += [("+device", [ProfilerActivity.CPU, dev_act], False),
+                     ("+device +shapes+memory", [ProfilerActivity.CPU, dev_act], True)]
+    for name, acts, full in variants:
+        with profile(activities=acts, profile_memory=full, record_shapes=full) as prof:
+            out[name] = median_time(step, device, steps, warmup=0) * 1e3
+    # The last profile (the fullest): its events per step, by category and runtime-call name.
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            trace = json.load(f)["traceEvents"]
+    cats = collections.Counter(e.get("cat", "?") for e in trace if e.get("ph") in ("X", "i"))
+    calls = collections.Counter(e["name"] for e in trace if e.get("cat") in RUNTIME_CATS)
+    out["events per step"] = {k: round(v / steps, 1) for k, v in cats.most_common()}
+    out["runtime calls per step"] = {k: round(v / steps, 1) for k, v in calls.most_common(14)}
+    print(json.dumps(out))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size", choices=("launch", "realistic"), default="launch")
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--child")
+    a = ap.parse_args()
+    quick = a.size == "launch"
+    if a.child:
+        return child(a.child, quick, a.steps)
+    import torch
+    import torch_musa  # noqa: F401
+    native = "cpu" if torch.musa.get_driver_name() == "host" else "cuda"
+    res = {}
+    for d in ("musa", native):
+        env = dict(os.environ)
+        if d != "musa":
+            env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+        args = [sys.executable, __file__, "--child", d, "--size", a.size, "--steps", str(a.steps)]
+        r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
+        if r.returncode != 0:
+            raise RuntimeError(f"{d} failed:\n{r.stderr[-3000:]}")
+        res[d] = json.loads(r.stdout.strip().splitlines()[-1])
+    print(f"\nprofiler cost breakdown, {a.size} GPT step, driver '{torch.musa.get_driver_name()}', "
+          f"{a.steps} steps per cell, ms/step (slowdown against plain)")
+    rows = [k for k in res["musa"] if k not in ("events per step", "runtime calls per step")]
+    print(f"| {'profile':24} | {'musa':>16} | {native:>16} | {'musa/native slowdown':>20} |")
+    for k in rows:
+        # The CPU has no device activity: its CPU profile is the native reference there.
+        m, n = res["musa"].get(k), res[native].get(k, res[native].get(k.replace("+device", "cpu ops")))
+        if m is None or n is None:
+            continue
+        sm, sn = m / res["musa"]["plain"], n / res[native]["plain"]
+        print(f"| {k:24} | {m:8.2f} ({sm:5.2f}) | {n:8.2f} ({sn:5.2f}) | {sm / sn:20.3f} |")
+    for key in ("events per step", "runtime calls per step"):
+        print(f"\n{key} (fullest profile):")
+        names = list(dict.fromkeys(list(res["musa"][key]) + list(res[native][key])))
+        for n in names:
+            print(f"  {n:44} musa {res['musa'][key].get(n, 0):9.1f}   {native} {res[native][key].get(n, 0):9.1f}")
+
+
+if __name__ == "__main__":
+    main()
