@@ -5,8 +5,10 @@ bench/profiler_bench.py's floor).
 
 profiler_bench's GPT step (same sizes) runs, in one fresh process per device, with no profiler
 and under four profiles: CPU ops only, without and with record_shapes/profile_memory, and CPU ops
-plus device activity (PrivateUse1 on musa, CUDA/CUPTI natively), without and with them. Each row
-is the slowdown against the plain step. The full profile's trace is then counted per step by
+plus device activity (PrivateUse1 on musa, CUDA/CUPTI natively), without and with them. Each cell
+is a median ms per step, as the CPU's issue time (the step's calls before the synchronize: the
+CPU's cost, which a device-bound plain step hides) and as wall time, and its slowdown against the
+plain step. The full profile's trace is then counted per step by
 category (cpu_op, the runtime calls, memory events, kernels, ...), with the most frequent runtime
 call names, so a per-op cost shows up as either more events or dearer ones.
 """
@@ -14,9 +16,11 @@ import argparse
 import collections
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "privateuse1_runtime", "privateuse1_driver")
@@ -30,7 +34,7 @@ def child(device, quick, steps):
     from torch.profiler import ProfilerActivity, profile
     sys.path.insert(0, HERE)
     from gpu_bench import GPT
-    from host_bench import median_time, sync
+    from host_bench import sync
 
     gpu = device == "cuda" or (device == "musa" and torch.musa.get_driver_name() != "host")
     if device in ("cpu", "musa") and not gpu:
@@ -53,17 +57,30 @@ def child(device, quick, steps):
         opt.zero_grad(set_to_none=True)
 
     dev_act = {"musa": ProfilerActivity.PrivateUse1, "cuda": ProfilerActivity.CUDA}.get(device)
+    def timed():
+        """Median ms per step: the CPU's issue time (the step's calls, before the synchronize:
+        what the CPU costs, whatever the device's speed) and the wall time (with it)."""
+        issue, wall = [], []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            step()
+            t1 = time.perf_counter()
+            sync(device)
+            issue.append(t1 - t0)
+            wall.append(time.perf_counter() - t0)
+        return [round(statistics.median(v) * 1e3, 3) for v in (issue, wall)]
+
     for _ in range(3):
         step()
     sync(device)
-    out = {"plain": median_time(step, device, steps, warmup=0) * 1e3}
+    out = {"plain": timed()}
     variants = [("cpu ops", [ProfilerActivity.CPU], False), ("cpu ops +shapes+memory", [ProfilerActivity.CPU], True)]
     if dev_act is not None:
         variants += [("+device", [ProfilerActivity.CPU, dev_act], False),
                      ("+device +shapes+memory", [ProfilerActivity.CPU, dev_act], True)]
     for name, acts, full in variants:
         with profile(activities=acts, profile_memory=full, record_shapes=full) as prof:
-            out[name] = median_time(step, device, steps, warmup=0) * 1e3
+            out[name] = timed()
     # The last profile (the fullest): its events per step, by category and runtime-call name.
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "trace.json")
@@ -100,16 +117,18 @@ def main():
             raise RuntimeError(f"{d} failed:\n{r.stderr[-3000:]}")
         res[d] = json.loads(r.stdout.strip().splitlines()[-1])
     print(f"\nprofiler cost breakdown, {a.size} GPT step, driver '{torch.musa.get_driver_name()}', "
-          f"{a.steps} steps per cell, ms/step (slowdown against plain)")
+          f"{a.steps} steps per cell, median ms/step (slowdown against plain)")
     rows = [k for k in res["musa"] if k not in ("events per step", "runtime calls per step")]
-    print(f"| {'profile':24} | {'musa':>16} | {native:>16} | {'musa/native slowdown':>20} |")
-    for k in rows:
-        # The CPU has no device activity: its CPU profile is the native reference there.
-        m, n = res["musa"].get(k), res[native].get(k, res[native].get(k.replace("+device", "cpu ops")))
-        if m is None or n is None:
-            continue
-        sm, sn = m / res["musa"]["plain"], n / res[native]["plain"]
-        print(f"| {k:24} | {m:8.2f} ({sm:5.2f}) | {n:8.2f} ({sn:5.2f}) | {sm / sn:20.3f} |")
+    for i, what in enumerate(("CPU issue time (before the synchronize)", "wall time")):
+        print(f"\n{what}")
+        print(f"| {'profile':24} | {'musa':>16} | {native:>16} | {'musa/native slowdown':>20} |")
+        for k in rows:
+            # The CPU has no device activity: its CPU profile is the native reference there.
+            m, n = res["musa"].get(k), res[native].get(k, res[native].get(k.replace("+device", "cpu ops")))
+            if m is None or n is None:
+                continue
+            sm, sn = m[i] / res["musa"]["plain"][i], n[i] / res[native]["plain"][i]
+            print(f"| {k:24} | {m[i]:8.2f} ({sm:5.2f}) | {n[i]:8.2f} ({sn:5.2f}) | {sm / sn:20.3f} |")
     for key in ("events per step", "runtime calls per step"):
         print(f"\n{key} (fullest profile):")
         names = list(dict.fromkeys(list(res["musa"][key]) + list(res[native][key])))
