@@ -91,6 +91,8 @@ def child(device, quick, steps):
     calls = collections.Counter(e["name"] for e in trace if e.get("cat") in RUNTIME_CATS)
     out["events per step"] = {k: round(v / steps, 1) for k, v in cats.most_common()}
     out["runtime calls per step"] = {k: round(v / steps, 1) for k, v in calls.most_common(14)}
+    ops = collections.Counter(e["name"] for e in trace if e.get("cat") == "cpu_op")
+    out["cpu op names"] = {k: v / steps for k, v in ops.items()}
     print(json.dumps(out))
 
 
@@ -118,7 +120,7 @@ def main():
         res[d] = json.loads(r.stdout.strip().splitlines()[-1])
     print(f"\nprofiler cost breakdown, {a.size} GPT step, driver '{torch.musa.get_driver_name()}', "
           f"{a.steps} steps per cell, median ms/step (slowdown against plain)")
-    rows = [k for k in res["musa"] if k not in ("events per step", "runtime calls per step")]
+    rows = [k for k in res["musa"] if k not in ("events per step", "runtime calls per step", "cpu op names")]
     for i, what in enumerate(("CPU issue time (before the synchronize)", "wall time")):
         print(f"\n{what}")
         print(f"| {'profile':24} | {'musa':>16} | {native:>16} | {'musa/native slowdown':>20} |")
@@ -134,6 +136,11 @@ def main():
         names = list(dict.fromkeys(list(res["musa"][key]) + list(res[native][key])))
         for n in names:
             print(f"  {n:44} musa {res['musa'][key].get(n, 0):9.1f}   {native} {res[native][key].get(n, 0):9.1f}")
+    m, n = res["musa"]["cpu op names"], res[native]["cpu op names"]
+    diff = sorted(set(m) | set(n), key=lambda k: -abs(m.get(k, 0) - n.get(k, 0)))[:16]
+    print("\ncpu ops per step, the largest differences (fullest profile):")
+    for k in diff:
+        print(f"  {k[:60]:60} musa {m.get(k, 0):8.1f}   {native} {n.get(k, 0):8.1f}")
 
 
 if __name__ == "__main__":
