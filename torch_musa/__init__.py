@@ -153,9 +153,12 @@ from . import _multiprocessing  # noqa: E402
 _multiprocessing.install()  # musa tensors sent to another process share their memory (IPC)
 ipc_collect = _multiprocessing.ipc_collect
 from . import ipc  # noqa: E402,F401  (torch.musa.ipc: export_tensor / open_tensor)
-from . import _serialization  # noqa: E402
+from . import _serialization, _unified_memory  # noqa: E402
 
 _serialization.install()  # CUDA checkpoints without CUDA: the error names map_location='musa'
+from ._unified_memory import use_unified_cpu_allocator  # noqa: E402  (torch_musa's unified memory)
+
+_unified_memory.install()  # PYTORCH_MUSA_ALLOC_CONF=cpu:unified: CPU tensors in memory musa addresses
 from . import comm  # noqa: E402,F401  (torch.musa.comm, as torch.cuda.comm)
 from . import nvtx  # noqa: E402,F401  (torch.musa.nvtx, as torch.cuda.nvtx: ranges in torch.profiler)
 from . import core, multi_tensor_apply  # noqa: E402,F401  (torch_musa's module paths; profiler: below)
@@ -202,7 +205,7 @@ __all__ = [
     "memory_reserved", "memory_stats", "memory_summary", "reset_accumulated_memory_stats",
     "reset_max_memory_allocated", "reset_peak_memory_stats", "seed", "seed_all", "set_device",
     "set_per_process_memory_fraction", "set_rng_state", "set_rng_state_all", "set_stream", "stream",
-    "synchronize", "get_driver_name", "enable_cuda_compat", "memory", "MemPool", "MemPoolContext", "use_mem_pool",
+    "synchronize", "get_driver_name", "enable_cuda_compat", "memory", "use_unified_cpu_allocator", "MemPool", "MemPoolContext", "use_mem_pool",
     "caching_allocator_alloc", "caching_allocator_delete", "get_allocator_backend", "get_per_process_memory_fraction",
     "memory_cached", "max_memory_cached", "memory_snapshot", "memory_stats_as_nested_dict", "reset_max_memory_cached",
     "distributed", "mccl",

@@ -5,12 +5,17 @@ map_location given, or under torch_musa.enable_cuda_compat() / ``python -m torch
 (which map CUDA storages to musa), it is never reached."""
 import torch
 
+from . import _unified_memory
+
 
 def _tag(obj):
     return None  # saving is not this package's business
 
 
 def _deserialize(obj, location):
+    if isinstance(location, str) and (location == "musa" or location.startswith("musa:")):
+        # Unified memory: a storage read into mapped host memory becomes a musa view of it, no copy.
+        return _unified_memory.device_view(obj, location)
     if isinstance(location, str) and location.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(
             f"Attempting to deserialize object on a CUDA device ({location}) but CUDA is not available. "

@@ -16,7 +16,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import torch
 
-from . import _C
+from . import _C, _unified_memory
 from ._device import _check_index, _index, _lazy_init
 
 OutOfMemoryError = torch.OutOfMemoryError
@@ -42,10 +42,13 @@ _DROP_KEYS = {k for k in ("num_oom_rejections",) if k not in _CUDA_DOC}
 
 
 def memory_stats_as_nested_dict(device=None) -> Dict[str, Any]:
-    """The statistics as torch.cuda.memory_stats_as_nested_dict() nests them."""
-    stats = _C._memory_stats_nested(_device(device))
+    """The statistics as torch.cuda.memory_stats_as_nested_dict() nests them, and where unified
+    memory's bytes are (unified_host_bytes, unified_device_bytes: see torch_musa._unified_memory)."""
+    index = _device(device)
+    stats = _C._memory_stats_nested(index)
     for k in _DROP_KEYS:
         stats.pop(k, None)
+    stats.update(_unified_memory.stats(index))
     return stats
 
 
@@ -95,7 +98,9 @@ def max_memory_cached(device=None) -> int:
 
 
 def reset_peak_memory_stats(device=None) -> None:
-    _C._reset_peak_stats(_device(device))
+    index = _device(device)
+    _C._reset_peak_stats(index)
+    _C._unified_reset_peak(index)
 
 
 def reset_max_memory_allocated(device=None) -> None:

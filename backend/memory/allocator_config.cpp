@@ -128,6 +128,10 @@ void apply(const std::string& conf, AllocatorConfig& c) {
       double t = parse_number(conf, key, val);
       if (!(t > 0.0 && t < 1.0)) bad(conf, "garbage_collection_threshold must be between 0.0 and 1.0 (exclusive), got " + val);
       c.garbage_collection_threshold = t;
+    } else if (key == "cpu") {
+      if (val == "unified") c.cpu_unified = true;
+      else if (val == "native") c.cpu_unified = false;
+      else bad(conf, "cpu must be unified (CPU tensors in host memory the device addresses) or native, got '" + val + "'");
     } else if (key == "roundup_power2_divisions") {
       parse_divisions(conf, val, c);
     } else {
@@ -140,7 +144,7 @@ void apply(const std::string& conf, AllocatorConfig& c) {
 }  // namespace
 
 const char* accepted_allocator_keys() {
-  return "expandable_segments, max_split_size_mb, garbage_collection_threshold, roundup_power2_divisions";
+  return "expandable_segments, max_split_size_mb, garbage_collection_threshold, roundup_power2_divisions, cpu";
 }
 
 size_t AllocatorConfig::divisions_for(size_t size) const {

@@ -9,6 +9,8 @@
 //   roundup_power2_divisions:<n>|[<MiB>:<n>,...,>:<n>]
 //                                      round sizes up to 1/n steps between
 //                                      powers of two
+//   cpu:unified|native                 unified: CPU tensors are allocated in host memory
+//                                      the devices address in place (unified_allocator.h)
 #pragma once
 
 #include <array>
@@ -24,6 +26,7 @@ struct AllocatorConfig {
   size_t max_split_size = static_cast<size_t>(-1);  // no limit
   double garbage_collection_threshold = 0.0;        // 0: off
   std::array<size_t, kRoundUpPowerOfTwoIntervals> roundup_power2_divisions{};  // 0: off
+  bool cpu_unified = false;  // cpu:unified
   std::string source;  // the string this was parsed from
 
   // Divisions for a (rounded-to-512) size; 0 or 1 means plain 512-byte rounding.

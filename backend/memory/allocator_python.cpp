@@ -108,6 +108,7 @@ py::dict settings_dict() {
   for (size_t i = 0; i < c.roundup_power2_divisions.size(); ++i)
     div[py::int_(size_t(1) << i)] = c.roundup_power2_divisions[i];
   d["roundup_power2_divisions"] = div;
+  d["cpu"] = c.cpu_unified ? "unified" : "native";
   return d;
 }
 
@@ -204,6 +205,8 @@ c10::DeviceIndex dev(int d) {
 
 }  // namespace
 
+void bind_unified(py::module& m);  // unified_allocator.cpp: cpu:unified
+
 void bind_python(py::module& m) {
   m.def("_memory_stats_nested", [](int d) { return memory_stats(dev(d)); });
   m.def("_memory_snapshot", &snapshot_dict, py::arg("pool") = py::none(), py::arg("include_traces") = true);
@@ -233,6 +236,7 @@ void bind_python(py::module& m) {
   m.def("_mempool_use_count", [](int d, py::tuple id) { return pool_use_count(dev(d), pool_id(id)); });
   m.def("_raw_alloc", [](size_t n) { return reinterpret_cast<size_t>(raw_alloc(n)); });
   m.def("_raw_delete", [](size_t p) { raw_delete(reinterpret_cast<void*>(p)); });
+  bind_unified(m);
 }
 
 }  // namespace torch_musa::allocator

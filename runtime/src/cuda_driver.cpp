@@ -207,12 +207,22 @@ class CudaDriver final : public Driver {
     return musaSuccess;
   }
 
-  musaError_t hostAlloc(void** ptr, size_t size) override {
+  musaError_t hostAlloc(void** ptr, size_t size, unsigned flags) override {
     RelaxedCaptureMode relaxed;
     int dev = workDevice();
     GUARD(dev);
-    CUDA_TRY(cudaHostAlloc(ptr, size, cudaHostAllocPortable),
-             "cudaHostAlloc(" + human(size) + ") of pinned host memory", dev);
+    // Always portable: the front end's pinned memory serves every device.
+    unsigned cf = cudaHostAllocPortable | ((flags & musaHostAllocMapped) ? cudaHostAllocMapped : 0u);
+    CUDA_TRY(cudaHostAlloc(ptr, size, cf), "cudaHostAlloc(" + human(size) + ") of pinned host memory", dev);
+    return musaSuccess;
+  }
+
+  musaError_t hostGetDevicePointer(void** device_ptr, void* host_ptr) override {
+    RelaxedCaptureMode relaxed;
+    int dev = workDevice();
+    GUARD(dev);
+    CUDA_TRY(cudaHostGetDevicePointer(device_ptr, host_ptr, 0),
+             "cudaHostGetDevicePointer(" + ptrText(host_ptr) + ") (was it allocated with musaHostAllocMapped?)", dev);
     return musaSuccess;
   }
 

@@ -57,7 +57,10 @@ class Driver {
   virtual musaError_t malloc(int dev, void** ptr, size_t size) = 0;
   virtual musaError_t free(void* ptr) = 0;
   virtual musaError_t memGetInfo(int dev, size_t* free, size_t* total) = 0;
-  virtual musaError_t hostAlloc(void** ptr, size_t size) = 0;
+  // flags: musaHostAlloc* (Mapped: the devices can address the memory in place).
+  virtual musaError_t hostAlloc(void** ptr, size_t size, unsigned flags) = 0;
+  // The device address of memory hostAlloc mapped (musaHostGetDevicePointer).
+  virtual musaError_t hostGetDevicePointer(void** device_ptr, void* host_ptr) = 0;
   virtual musaError_t hostFree(void* ptr) = 0;
   virtual musaError_t pointerAttributes(const void* ptr, musaPointerAttributes* attr) = 0;
   // `stream` null means a blocking call (completes before returning).

@@ -237,13 +237,24 @@ class HostDriver final : public Driver {
     return musaSuccess;
   }
 
-  musaError_t hostAlloc(void** ptr, size_t size) override {
+  // Device memory is host memory here: every pinned allocation is mapped.
+  musaError_t hostAlloc(void** ptr, size_t size, unsigned) override {
     void* p = nullptr;
     if (posix_memalign(&p, 64, size) != 0 || !p)
       return fail(musaErrorMemoryAllocation, "pinned host allocation of " + human(size) + " failed");
     std::lock_guard<std::mutex> g(mu_);
     pinned_[reinterpret_cast<uintptr_t>(p)] = size;
     *ptr = p;
+    return musaSuccess;
+  }
+
+  musaError_t hostGetDevicePointer(void** device_ptr, void* host_ptr) override {
+    std::lock_guard<std::mutex> g(mu_);
+    auto h = reinterpret_cast<uintptr_t>(host_ptr);
+    auto it = pinned_.upper_bound(h);
+    if (it == pinned_.begin() || h >= std::prev(it)->first + std::prev(it)->second)
+      return fail(musaErrorInvalidValue, "musaHostGetDevicePointer: pointer was not returned by musaHostAlloc");
+    *device_ptr = host_ptr;  // the devices address host memory directly
     return musaSuccess;
   }
 

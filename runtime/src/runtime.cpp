@@ -353,14 +353,26 @@ musaError_t musaMemGetInfo(size_t* free, size_t* total) {
   return musaSuccess;
 }
 
-musaError_t musaHostAlloc(void** ptr, size_t size) {
+musaError_t musaHostAlloc(void** ptr, size_t size) { return musaHostAlloc(ptr, size, musaHostAllocPortable); }
+
+musaError_t musaHostAlloc(void** ptr, size_t size, unsigned flags) {
   if (!ptr) return fail(musaErrorInvalidValue, "musaHostAlloc: ptr is null");
+  if (flags & ~(musaHostAllocPortable | musaHostAllocMapped))
+    return fail(musaErrorInvalidValue, "musaHostAlloc: unknown flags " + std::to_string(flags) +
+                                           " (musaHostAllocPortable | musaHostAllocMapped)");
   MUSA_DRIVER_OR_FAIL();
   if (size == 0) {
     *ptr = nullptr;
     return musaSuccess;
   }
-  return record(drv.hostAlloc(ptr, size));
+  return record(drv.hostAlloc(ptr, size, flags));
+}
+
+musaError_t musaHostGetDevicePointer(void** device_ptr, void* host_ptr, unsigned flags) {
+  if (!device_ptr || !host_ptr) return fail(musaErrorInvalidValue, "musaHostGetDevicePointer: a pointer is null");
+  if (flags != 0) return fail(musaErrorInvalidValue, "musaHostGetDevicePointer: flags must be 0");
+  MUSA_DRIVER_OR_FAIL();
+  return record(drv.hostGetDevicePointer(device_ptr, host_ptr));
 }
 
 musaError_t musaFreeHost(void* ptr) {

@@ -140,6 +140,15 @@ musaError_t musaMalloc(void** ptr, size_t size);
 musaError_t musaFree(void* ptr);
 musaError_t musaMemGetInfo(size_t* free, size_t* total);
 musaError_t musaHostAlloc(void** ptr, size_t size);
+// Flags of musaHostAlloc, as cudaHostAlloc's: Portable pins for every device,
+// Mapped also maps the memory into the devices' address space, so kernels
+// read and write it in place (musaHostGetDevicePointer gives their address).
+constexpr unsigned musaHostAllocDefault = 0;
+constexpr unsigned musaHostAllocPortable = 1;
+constexpr unsigned musaHostAllocMapped = 2;
+musaError_t musaHostAlloc(void** ptr, size_t size, unsigned flags);
+// The device address of mapped host memory (as cudaHostGetDevicePointer; flags must be 0).
+musaError_t musaHostGetDevicePointer(void** device_ptr, void* host_ptr, unsigned flags);
 musaError_t musaFreeHost(void* ptr);
 musaError_t musaPointerGetAttributes(musaPointerAttributes* attr, const void* ptr);
 musaError_t musaMemcpy(void* dst, const void* src, size_t count, musaMemcpyKind kind);
