@@ -8,6 +8,7 @@
 // ordered after it, also as native.
 #include "distributed/mccl_backend.h"
 
+#include <ATen/Context.h>
 #include <ATen/ops/empty.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
@@ -45,6 +46,10 @@ MCCLBackend::MCCLBackend(c10::intrusive_ptr<c10d::Backend> library, c10::intrusi
     : c10d::Backend(rank, size), library_(std::move(library)), checker_(std::move(checker)) {
   TORCH_CHECK(library_, "ProcessGroupMCCL needs the collective library's backend (ProcessGroupNCCL or Gloo)");
   gloo_ = library_->getBackendName() == "gloo";
+  // ATen answers is_pinned() for the accelerator (musa) only once it counts it initialized. A CUDA
+  // build pins memory with CUDA's allocator, which never initializes musa there, and DDP's reducer
+  // asserts its pinned local-used map is pinned (find_unused_parameters, static_graph).
+  at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1);
 }
 
 namespace {
