@@ -8,7 +8,9 @@ and under four profiles: CPU ops only, without and with record_shapes/profile_me
 plus device activity (PrivateUse1 on musa, CUDA/CUPTI natively), without and with them. Each cell
 is a median ms per step, as the CPU's issue time (the step's calls before the synchronize: the
 CPU's cost, which a device-bound plain step hides) and as wall time, and its slowdown against the
-plain step. The full profile's trace is then counted per step by
+plain step. On musa the device profiles also run with musa's own device events and runtime calls
+left out (TORCH_MUSA_PROFILER_DEVICE_ACTIVITY=0; on the cuda driver CUPTI's kernels stay), which
+isolates what they cost. The full profile's trace is then counted per step by
 category (cpu_op, the runtime calls, memory events, kernels, ...), with the most frequent runtime
 call names, so a per-op cost shows up as either more events or dearer ones.
 """
@@ -75,10 +77,14 @@ def child(device, quick, steps):
     sync(device)
     out = {"plain": timed()}
     variants = [("cpu ops", [ProfilerActivity.CPU], False), ("cpu ops +shapes+memory", [ProfilerActivity.CPU], True)]
+    if device == "musa":  # the same without musa's own device events and runtime calls (CUPTI's stay)
+        variants += [("+device, musa's off", [ProfilerActivity.CPU, dev_act], False),
+                     ("+device +s+m, musa's off", [ProfilerActivity.CPU, dev_act], True)]
     if dev_act is not None:
         variants += [("+device", [ProfilerActivity.CPU, dev_act], False),
                      ("+device +shapes+memory", [ProfilerActivity.CPU, dev_act], True)]
     for name, acts, full in variants:
+        os.environ["TORCH_MUSA_PROFILER_DEVICE_ACTIVITY"] = "0" if "musa's off" in name else "1"
         with profile(activities=acts, profile_memory=full, record_shapes=full) as prof:
             out[name] = timed()
     # The last profile (the fullest): its events per step, by category and runtime-call name.
@@ -126,7 +132,8 @@ def main():
         print(f"| {'profile':24} | {'musa':>16} | {native:>16} | {'musa/native slowdown':>20} |")
         for k in rows:
             # The CPU has no device activity: its CPU profile is the native reference there.
-            m, n = res["musa"].get(k), res[native].get(k, res[native].get(k.replace("+device", "cpu ops")))
+            ref = k.replace(", musa's off", "").replace("+s+m", "+shapes+memory")
+            m, n = res["musa"].get(k), res[native].get(ref, res[native].get(ref.replace("+device", "cpu ops")))
             if m is None or n is None:
                 continue
             sm, sn = m[i] / res["musa"]["plain"][i], n[i] / res[native]["plain"][i]

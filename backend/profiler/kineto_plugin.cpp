@@ -15,6 +15,8 @@
 #include <libkineto.h>
 #include <output_base.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -185,13 +187,21 @@ class MusaSession final : public libkineto::IActivityProfilerSession {
 };
 
 class MusaActivityProfiler final : public libkineto::IActivityProfiler {
+  // TORCH_MUSA_PROFILER_DEVICE_ACTIVITY=0 (read at each profile's start) leaves musa's own device
+  // events and runtime calls out, to measure what they cost (bench/profiler_breakdown.py); on the
+  // cuda driver CUPTI's kernels stay.
+  static bool enabled() {
+    const char* v = std::getenv("TORCH_MUSA_PROFILER_DEVICE_ACTIVITY");
+    return !v || std::strcmp(v, "0") != 0;
+  }
+
  public:
   const std::string& name() const override { return name_; }
   const std::set<ActivityType>& availableActivities() const override { return types_; }
 
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(const std::set<ActivityType>& types,
                                                                  const libkineto::Config&) override {
-    if (!wants_device(types)) return nullptr;
+    if (!wants_device(types) || !enabled()) return nullptr;
     return std::make_unique<MusaSession>(types.count(ActivityType::GPU_USER_ANNOTATION) > 0, !is_host_driver());
   }
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(int64_t, int64_t,
