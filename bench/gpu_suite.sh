@@ -68,6 +68,8 @@ if has profiler; then
   summary+=("profiler (cuda driver): $(tail -1 "$OUT/profiler.log") ($((SECONDS - t0)) s)")
   timeout ${PROFILER_BENCH_TIMEOUT:-300} python3 bench/profiler_bench.py ${PROFILER_BENCH_ARGS:-} 2>&1 | tee "$OUT/profiler_bench.log" | tail -7
   [[ -n ${PROFILER_TRACE:-} ]] && python3 docs/profiler_example.py --out "$OUT/musa_trace.json" 2>&1 | tail -3
+  # PROFILER_BREAKDOWN="--size launch": where the profiler's cost goes, musa next to CUPTI (bench/profiler_breakdown.py).
+  [[ -n ${PROFILER_BREAKDOWN:-} ]] && timeout 300 python3 bench/profiler_breakdown.py $PROFILER_BREAKDOWN 2>&1 | tee "$OUT/profiler_breakdown.log" | tail -60
 fi
 if has optim; then
   # torch_musa.optim on the cuda driver, then FusedAdamW against foreach and native fused AdamW.
