@@ -220,6 +220,32 @@ TEST_F(MemoryTest, PinnedHostMemory) {
   EXPECT_EQ(musaHostAlloc(nullptr, 16), musaErrorInvalidValue);
 }
 
+TEST_F(MemoryTest, MappedHostMemoryIsAddressedByTheDeviceInPlace) {
+  void* h = nullptr;
+  ASSERT_MUSA(musaHostAlloc(&h, 4096, musaHostAllocPortable | musaHostAllocMapped));
+  auto src = Pattern(4096, 3);
+  std::memcpy(h, src.data(), src.size());
+  void* dh = nullptr;
+  ASSERT_MUSA(musaHostGetDevicePointer(&dh, h, 0));
+  ASSERT_NE(dh, nullptr);
+  void* d = nullptr;
+  ASSERT_MUSA(musaMalloc(&d, 4096));
+  ASSERT_MUSA(musaMemcpy(d, dh, 4096, musaMemcpyDeviceToDevice));  // reads the host bytes as device memory
+  std::vector<unsigned char> back(4096);
+  ASSERT_MUSA(musaMemcpy(back.data(), d, 4096, musaMemcpyDeviceToHost));
+  EXPECT_EQ(std::memcmp(back.data(), src.data(), 4096), 0);
+  ASSERT_MUSA(musaMemset(dh, 0x5a, 16));  // a device write lands in the host memory
+  EXPECT_EQ(static_cast<unsigned char*>(h)[15], 0x5a);
+  void* bad = nullptr;
+  EXPECT_EQ(musaHostGetDevicePointer(&bad, h, 1), musaErrorInvalidValue) << "flags other than 0 accepted";
+  int local = 0;
+  EXPECT_EQ(musaHostGetDevicePointer(&bad, &local, 0), musaErrorInvalidValue) << "unmapped memory accepted";
+  (void)musaGetLastError();
+  EXPECT_EQ(musaHostAlloc(&bad, 16, 0x80), musaErrorInvalidValue) << "unknown flags accepted";
+  ASSERT_MUSA(musaFree(d));
+  ASSERT_MUSA(musaFreeHost(h));
+}
+
 TEST_F(MemoryTest, PinnedAllocationIsNotChargedToTheDevice) {
   size_t before = FreeBytes();
   void* h = nullptr;
