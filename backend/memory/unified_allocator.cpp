@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
 
 #include "core/musa_check.h"
 #include "memory/allocator_config.h"
@@ -32,20 +33,23 @@ std::atomic<int64_t> g_host_allocated{0}, g_host_freed{0};
 constexpr int kMaxDevices = 64;
 std::array<Peaked, kMaxDevices> g_views;
 
-struct Block {
-  void* ptr;
-  size_t size;
-};
+// Sizes of live allocations, for the statistics at free (the deleter gets only the pointer,
+// so raw_allocate / raw_deleter work as for any CPU allocator).
+std::mutex g_sizes_mu;
+std::unordered_map<void*, size_t> g_sizes;
 
-void free_block(void* ctx) {
-  auto* b = static_cast<Block*>(ctx);
-  if (b->ptr) {
-    musaError_t e = musaFreeHost(b->ptr);
-    if (e != musaSuccess) TORCH_WARN("unified memory: musaFreeHost failed: ", musaGetErrorString(e));
+void free_block(void* ptr) {
+  if (!ptr) return;
+  size_t n = 0;
+  {
+    std::lock_guard<std::mutex> g(g_sizes_mu);
+    auto it = g_sizes.find(ptr);
+    if (it != g_sizes.end()) n = it->second, g_sizes.erase(it);
   }
-  g_host.add(-static_cast<int64_t>(b->size));
-  g_host_freed += static_cast<int64_t>(b->size);
-  delete b;
+  musaError_t e = musaFreeHost(ptr);
+  if (e != musaSuccess) TORCH_WARN("unified memory: musaFreeHost failed: ", musaGetErrorString(e));
+  g_host.add(-static_cast<int64_t>(n));
+  g_host_freed += static_cast<int64_t>(n);
 }
 
 class UnifiedAllocator final : public c10::Allocator {
@@ -58,11 +62,15 @@ class UnifiedAllocator final : public c10::Allocator {
                   "torch_musa.use_unified_cpu_allocator()): allocating ", n, " bytes of mapped host memory failed: ",
                   musaGetErrorString(e), "; leave unified mode to allocate pageable CPU memory");
     }
+    if (p) {
+      std::lock_guard<std::mutex> g(g_sizes_mu);
+      g_sizes[p] = n;
+    }
     g_host.add(static_cast<int64_t>(n));
     g_host_allocated += static_cast<int64_t>(n);
-    return {p, new Block{p, n}, &free_block, c10::Device(c10::DeviceType::CPU)};
+    return {p, p, &free_block, c10::Device(c10::DeviceType::CPU)};
   }
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }  // contexts carry the size
+  c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
   }
@@ -121,9 +129,11 @@ c10::Storage unified_device_view(const c10::Storage& cpu, c10::DeviceIndex devic
   TORCH_CHECK(is_unified(cpu), "unified memory: the storage was not allocated in unified mode; create it inside "
               "torch_musa.use_unified_cpu_allocator() (or with PYTORCH_MUSA_ALLOC_CONF=cpu:unified), or copy it with .to('musa')");
   checked(device);
-  auto* block = static_cast<Block*>(cpu.data_ptr().get_context());
+  void* hptr = cpu.data_ptr().get_context();  // the allocation's start
   void* dptr = nullptr;
-  if (block->ptr) MUSA_CHECK(musaHostGetDevicePointer(&dptr, block->ptr, 0));
+  if (hptr) MUSA_CHECK(musaHostGetDevicePointer(&dptr, hptr, 0));
+  // (A storage's data pointer is the allocation's start: the view covers the same bytes.)
+  TORCH_CHECK(cpu.data() == hptr, "unified memory: the storage does not start at its allocation");
   auto n = static_cast<int64_t>(cpu.nbytes());
   g_views[device].add(n);
   c10::DataPtr dp(dptr, new View{cpu, device, n}, &free_view, c10::Device(c10::DeviceType::PrivateUse1, device));
