@@ -78,8 +78,12 @@ def test_transformer_encoder_fast_path_with_padding_mask():
     mask[1, 6:] = True
     with torch.no_grad():
         expected = ref(x, src_key_padding_mask=mask)
-        got = enc(x.musa(), src_key_padding_mask=mask.musa())
+        with torch.autograd.profiler.profile() as prof:
+            got = enc(x.musa(), src_key_padding_mask=mask.musa())
         assert_same(got, expected, atol=1e-5, rtol=1e-4)
+        names = {e.name for e in prof.function_events}
+        # The fast path ran on musa: the padded batch became a nested tensor.
+        assert {"aten::_nested_tensor_from_mask", "aten::_transformer_encoder_layer_fwd"} <= names, names
         mha_ref = nn.MultiheadAttention(32, 4, batch_first=True).eval()
         mha = nn.MultiheadAttention(32, 4, batch_first=True).eval().musa()
         mha.load_state_dict(mha_ref.state_dict())
