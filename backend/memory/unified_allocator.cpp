@@ -12,6 +12,9 @@
 #include <mutex>
 #include <unordered_map>
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include "core/musa_check.h"
 #include "memory/allocator_config.h"
 
@@ -38,8 +41,13 @@ std::array<Peaked, kMaxDevices> g_views;
 std::mutex g_sizes_mu;
 std::unordered_map<void*, size_t> g_sizes;
 
+std::atomic<pid_t> g_owner_pid{0};  // the process whose runtime made the allocations
+
 void free_block(void* ptr) {
   if (!ptr) return;
+  // A forked child must not call the runtime (CUDA refuses a forked child); its copy of the
+  // mapping goes with the process.
+  if (getpid() != g_owner_pid.load()) return;
   size_t n = 0;
   {
     std::lock_guard<std::mutex> g(g_sizes_mu);
@@ -103,7 +111,17 @@ int64_t checked(c10::DeviceIndex d) {
 
 c10::Allocator* unified_allocator() { return &g_allocator; }
 
+// A child forked in unified mode (a DataLoader worker) allocates pageable memory: mapped memory
+// would need the runtime, which a forked child cannot use. Single-threaded here: no locking.
+void leave_in_child() {
+  if (g_depth > 0) c10::SetAllocator(c10::DeviceType::CPU, g_previous, UINT8_MAX);
+  g_depth = 0;
+}
+
 void unified_enter() {
+  static std::once_flag atfork;
+  std::call_once(atfork, [] { pthread_atfork(nullptr, nullptr, &leave_in_child); });
+  g_owner_pid = getpid();
   std::lock_guard<std::mutex> g(g_mu);
   if (g_depth++ == 0) {
     g_previous = c10::GetAllocator(c10::DeviceType::CPU);

@@ -123,3 +123,20 @@ def test_unknown_cpu_value_names_the_accepted_ones():
     r = run_python("import torch_musa", env={**_DRIVER, "PYTORCH_MUSA_ALLOC_CONF": "cpu:shared"})
     assert r.returncode != 0
     assert "PYTORCH_MUSA_ALLOC_CONF='cpu:shared'" in r.stderr and "unified" in r.stderr and "native" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_child_allocates_pageable_memory():
+    # A DataLoader worker forked in unified mode cannot use the runtime: it falls back to pageable
+    # memory, and frees what it inherited without calling the runtime.
+    with torch_musa.use_unified_cpu_allocator():
+        inherited = torch.arange(6.0)
+        pid = os.fork()
+        if pid == 0:
+            ok = not _unified_memory.is_unified(torch.empty(4)) and torch.equal(inherited * 2, torch.arange(0.0, 12.0, 2))
+            del inherited
+            gc.collect()
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert _unified_memory.is_unified(torch.empty(4))  # the parent is still in unified mode
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
