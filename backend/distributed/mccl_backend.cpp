@@ -1,11 +1,6 @@
 // Each collective: check and alias its musa tensors (collective_call.h), run
 // the library's collective inside a KernelScope and wrap the library's Work
-// as an MCCLWork. The options go to the library as the caller gave them,
-// asyncOp included: inside the KernelScope the current CUDA stream is the
-// current musa stream's own CUDA stream, so a synchronous NCCL call runs on
-// it directly (no internal stream, no event) as native NCCL does on the
-// current CUDA stream, and async_op=True runs on NCCL's internal stream
-// ordered after it, also as native.
+// as an MCCLWork.
 #include "distributed/mccl_backend.h"
 
 #include <ATen/Context.h>
@@ -115,10 +110,22 @@ std::string describe(const int64_t* v) {
 
 }  // namespace
 
+// The library always runs the collective asynchronously, on its internal stream
+// ordered after the caller's current stream; a synchronous call is still waited
+// for through MCCLWork::wait(). NCCL's synchronous mode (the caller's asyncOp
+// passed through) crashed on the H200 (torch 2.11, 2026-12-03: segfaults in
+// all_reduce at world 1, as in 25068ef), so native cost per call stays open.
+template <class Opts>
+Opts library_options(const Opts& opts) {
+  Opts o = opts;
+  o.asyncOp = true;
+  return o;
+}
+
 template <class Opts>
 Opts MCCLBackend::reduction_options(const Opts& opts, CollectiveCall& call, std::vector<at::Tensor>& inputs,
                                     const char* op, bool bool_inputs, bool divides) {
-  Opts o = opts;
+  Opts o = library_options(opts);
   ReduceAdapter adapter = adapt_reduce(opts.reduceOp, gloo_, getSize(), inputs, op, bool_inputs);
   o.reduceOp = adapter.op;
   if (divides) call.divide_outputs_by(adapter.divide_by);
@@ -163,8 +170,12 @@ Works MCCLBackend::float8_aware(c10::ArrayRef<at::Tensor> tensors, Launch&& laun
     nccl_reduces_float8.store(1);
     return work;
   } catch (const c10::Error& e) {
+    // torch refuses (its "Float8" check) or NCCL does (ncclInvalidArgument: seen on the H200 with
+    // torch 2.11, checked before NCCL enqueues anything): widen from now on.
     std::string what = e.what_without_backtrace();
-    if (what.find("Float8") == std::string::npos && what.find("float8") == std::string::npos) throw;
+    if (what.find("Float8") == std::string::npos && what.find("float8") == std::string::npos &&
+        what.find("ncclInvalidArgument") == std::string::npos)
+      throw;
     nccl_reduces_float8.store(0);
   }
   return widened();
@@ -212,7 +223,7 @@ Works MCCLBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::Broad
   CollectiveCall call("broadcast", Movement::kData, getRank(), OpType::BROADCAST);
   agree(call.op(), call.type(), -1, opts.rootRank, tensors);
   auto a = call.inout(tensors);
-  return track(call.run([&] { return library_->broadcast(a, opts); }));
+  return track(call.run([&] { return library_->broadcast(a, library_options(opts)); }));
 }
 
 Works MCCLBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
@@ -255,7 +266,7 @@ Works MCCLBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs, std:
   agree(call.op(), call.type(), -1, -1, inputs);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return track(call.run([&] { return library_->allgather(out, in, opts); }));
+  return track(call.run([&] { return library_->allgather(out, in, library_options(opts)); }));
 }
 
 Works MCCLBackend::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
@@ -270,7 +281,7 @@ Works MCCLBackend::_allgather_base(at::Tensor& output, at::Tensor& input, const 
   // dim 0, so the library gets both buffers flat.
   auto flat_in = in.is_contiguous() ? in.view({-1}) : in;
   auto flat_out = out.is_contiguous() ? out.view({-1}) : out;
-  return track(call.run([&] { return library_->_allgather_base(flat_out, flat_in, opts); }));
+  return track(call.run([&] { return library_->_allgather_base(flat_out, flat_in, library_options(opts)); }));
 }
 
 Works MCCLBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
@@ -279,7 +290,7 @@ Works MCCLBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& out
   agree(call.op(), call.type(), -1, -1, inputs);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return track(call.run([&] { return library_->allgather_coalesced(out, in, opts); }));
+  return track(call.run([&] { return library_->allgather_coalesced(out, in, library_options(opts)); }));
 }
 
 Works MCCLBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
@@ -288,7 +299,7 @@ Works MCCLBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outp
   agree(call.op(), call.type(), -1, -1, inputs);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return track(call.run([&] { return library_->allgather_into_tensor_coalesced(out, in, opts); }));
+  return track(call.run([&] { return library_->allgather_into_tensor_coalesced(out, in, library_options(opts)); }));
 }
 
 Works MCCLBackend::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
@@ -297,7 +308,7 @@ Works MCCLBackend::gather(std::vector<std::vector<at::Tensor>>& outputs, std::ve
   agree(call.op(), call.type(), -1, opts.rootRank, inputs);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return track(call.run([&] { return library_->gather(out, in, opts); }));
+  return track(call.run([&] { return library_->gather(out, in, library_options(opts)); }));
 }
 
 Works MCCLBackend::scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
@@ -306,7 +317,7 @@ Works MCCLBackend::scatter(std::vector<at::Tensor>& outputs, std::vector<std::ve
   agree(call.op(), call.type(), -1, opts.rootRank, outputs);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return track(call.run([&] { return library_->scatter(out, in, opts); }));
+  return track(call.run([&] { return library_->scatter(out, in, library_options(opts)); }));
 }
 
 Works MCCLBackend::reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
@@ -356,7 +367,7 @@ Works MCCLBackend::alltoall_base(at::Tensor& output, at::Tensor& input, std::vec
   agree(call.op(), call.type(), -1, -1, input, /*sizes_may_differ=*/true);
   auto in = call.in(input);
   auto out = call.out(output);
-  return track(call.run([&] { return library_->alltoall_base(out, in, output_split_sizes, input_split_sizes, opts); }));
+  return track(call.run([&] { return library_->alltoall_base(out, in, output_split_sizes, input_split_sizes, library_options(opts)); }));
 }
 
 Works MCCLBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
@@ -365,7 +376,7 @@ Works MCCLBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Te
   agree(call.op(), call.type(), -1, -1, inputs, /*sizes_may_differ=*/true);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
-  return track(call.run([&] { return library_->alltoall(out, in, opts); }));
+  return track(call.run([&] { return library_->alltoall(out, in, library_options(opts)); }));
 }
 
 Works MCCLBackend::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
@@ -389,7 +400,7 @@ Works MCCLBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
 Works MCCLBackend::barrier(const c10d::BarrierOptions& opts) {
   CollectiveCall call("barrier", Movement::kData, getRank(), OpType::BARRIER);
   agree(call.op(), call.type(), -1, -1, {});
-  auto o = opts;
+  auto o = library_options(opts);
   if (o.device && o.device->type() == c10::DeviceType::PrivateUse1) {
     call.use_device(o.device->index());
     o.device = kernel_device().device_for(o.device->index());
