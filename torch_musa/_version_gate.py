@@ -90,3 +90,12 @@ def accelerator_graph_available() -> bool:
     import torch.accelerator
 
     return torch_version() >= (2, 12) and hasattr(torch.accelerator, "Graph")
+
+
+def profiler_anti_patterns_available() -> bool:
+    """torch.profiler._pattern_matcher and torch.profiler._utils.BasicEvaluation (TorchTidy's
+    anti-patterns and launch-queue evaluation, which torch_musa.profiler adapts to musa) exist up to
+    torch 2.14; torch 2.15 removed them."""
+    import importlib.util
+
+    return importlib.util.find_spec("torch.profiler._pattern_matcher") is not None

@@ -15,6 +15,8 @@ import torch.distributed as dist
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
+from torch_musa import _version_gate
+
 from tests.distributed.launcher import free_port
 
 ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
@@ -475,6 +477,8 @@ def evaluation(prof):
     return BasicEvaluation(prof.profiler)
 
 
+@pytest.mark.skipif(not _version_gate.profiler_anti_patterns_available(),
+                    reason="torch.profiler._utils.BasicEvaluation is gone (torch >= 2.15)")
 def test_basic_evaluation_sees_musa_launches(device):
     from torch.profiler._utils import BasicEvaluation
 

@@ -6,10 +6,15 @@ import io
 import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
-from torch.profiler import _pattern_matcher as torch_patterns
 
 import torch_musa
-from torch_musa.profiler import ExtraMUSACopyPattern, FP32MatMulPattern, report_all_anti_patterns
+from torch_musa import _version_gate
+
+HAS_PATTERNS = _version_gate.profiler_anti_patterns_available()
+if HAS_PATTERNS:
+    from torch.profiler import _pattern_matcher as torch_patterns
+    from torch_musa.profiler import ExtraMUSACopyPattern, FP32MatMulPattern, report_all_anti_patterns
+needs_patterns = pytest.mark.skipif(not HAS_PATTERNS, reason="torch.profiler._pattern_matcher is gone (torch >= 2.15)")
 
 ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 
@@ -30,6 +35,7 @@ def _profile(fn):
     return prof
 
 
+@needs_patterns
 def test_extra_copy_pattern_matches_what_torchs_cuda_pattern_matches(device):
     prof = _profile(lambda: torch.zeros(64, 64).to(device))
     ours = ExtraMUSACopyPattern(prof).matched_events()
@@ -37,6 +43,7 @@ def test_extra_copy_pattern_matches_what_torchs_cuda_pattern_matches(device):
     assert "musa" in ExtraMUSACopyPattern(prof).description
 
 
+@needs_patterns
 def test_fp32_matmul_pattern_follows_musa_tf32_support(device):
     a = torch.randn(32, 32, device=device)
     prof = _profile(lambda: a @ a)
@@ -46,6 +53,7 @@ def test_fp32_matmul_pattern_follows_musa_tf32_support(device):
         assert any(e.name == "aten::mm" for e in pattern.matched_events())
 
 
+@needs_patterns
 def test_report_names_the_musa_patterns(device):
     prof = _profile(lambda: torch.zeros(64, 64).to(device))
     buf = io.StringIO()
@@ -53,6 +61,15 @@ def test_report_names_the_musa_patterns(device):
         report_all_anti_patterns(prof)
     text = buf.getvalue()
     assert "Extra MUSA Copy Pattern" in text and "Extra CUDA Copy Pattern" not in text
+
+
+@pytest.mark.skipif(HAS_PATTERNS, reason="the patterns exist on this torch")
+def test_without_torchs_patterns_asking_for_musas_is_a_clear_error():
+    import torch_musa.profiler as musa_profiler
+
+    for name in ("ExtraMUSACopyPattern", "BasicEvaluation"):
+        with pytest.raises(ImportError, match="_pattern_matcher"):
+            getattr(musa_profiler, name)
 
 
 def test_graph_replays_are_profiled_after_update_musa_graph_with_profile(device):
