@@ -14,7 +14,7 @@
 namespace torch_musa::tensor_kinds {
 namespace {
 
-constexpr auto kMusa = c10::DeviceType::PrivateUse1;
+using op_layer::kMusa;
 
 c10::Storage storage_to_cpu(const c10::Storage& musa) {
   const auto n = static_cast<int64_t>(musa.nbytes());
