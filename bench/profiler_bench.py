@@ -25,15 +25,16 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def child(device, profiled, quick):
+def training_step(device, quick):
+    """The GPT training step both profiler benchmarks time: (torch, step, device activity).
+    The native run (device != musa) never sees torch_musa."""
     if device != "musa":
-        sys.modules["torch_musa"] = None  # the native run never sees torch_musa
+        sys.modules["torch_musa"] = None
     import torch
     import torch.nn as nn
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity
     sys.path.insert(0, HERE)
     from gpu_bench import GPT
-    from host_bench import median_time, sync
 
     gpu = device == "cuda" or (device == "musa" and torch.musa.get_driver_name() != "host")
     if gpu and not quick:
@@ -56,12 +57,17 @@ def child(device, profiled, quick):
         opt.step()
         opt.zero_grad(set_to_none=True)
 
+    device_activity = {"musa": ProfilerActivity.PrivateUse1, "cuda": ProfilerActivity.CUDA}.get(device)
+    return torch, step, device_activity
+
+
+def child(device, profiled, quick):
+    torch, step, device_activity = training_step(device, quick)
+    from torch.profiler import ProfilerActivity, profile
+    from host_bench import median_time, sync
+
     steps = 12 if quick else 8
-    activities = [ProfilerActivity.CPU]
-    if device == "musa":
-        activities.append(ProfilerActivity.PrivateUse1)
-    elif device == "cuda":
-        activities.append(ProfilerActivity.CUDA)
+    activities = [ProfilerActivity.CPU] + ([device_activity] if device_activity else [])
     for _ in range(3):
         step()
     sync(device)

@@ -24,41 +24,19 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "privateuse1_runtime", "privateuse1_driver")
 
 
 def child(device, quick, steps):
-    if device != "musa":
-        sys.modules["torch_musa"] = None  # the native run never sees torch_musa
-    import torch
-    import torch.nn as nn
+    from profiler_bench import training_step
+
+    torch, step, dev_act = training_step(device, quick)
     from torch.profiler import ProfilerActivity, profile
-    sys.path.insert(0, HERE)
-    from gpu_bench import GPT
     from host_bench import sync
 
-    gpu = device == "cuda" or (device == "musa" and torch.musa.get_driver_name() != "host")
-    if device in ("cpu", "musa") and not gpu:
+    if device == "cpu" or (device == "musa" and torch.musa.get_driver_name() == "host"):
         torch.set_num_threads(1)
-    sizes = {(True, False): (dict(vocab=8192, d=768, h=12, layers=6, seq=512), 16, 512),
-             (True, True): (dict(vocab=8192, d=512, h=8, layers=4, seq=256), 8, 256),
-             (False, False): (dict(vocab=4096, d=256, h=8, layers=4, seq=128), 8, 128),
-             (False, True): (dict(vocab=2048, d=128, h=4, layers=2, seq=64), 4, 64)}
-    cfg, batch, seq = sizes[(gpu, quick)]
-    torch.manual_seed(0)
-    model = GPT(**cfg).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    data = torch.randint(0, cfg["vocab"], (batch, seq + 1), device=device)
 
-    def step():
-        logits = model(data[:, :-1])
-        loss = nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), data[:, 1:].reshape(-1))
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    dev_act = {"musa": ProfilerActivity.PrivateUse1, "cuda": ProfilerActivity.CUDA}.get(device)
     def timed():
         """Median ms per step: the CPU's issue time (the step's calls, before the synchronize:
         what the CPU costs, whatever the device's speed) and the wall time (with it)."""
