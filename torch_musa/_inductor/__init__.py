@@ -19,9 +19,10 @@ _IN_GRAPH_CALLS = ("stream",)
 
 
 def _register_device_interface(_module) -> None:
-    from . import device_interface
+    from . import device_interface, dynamo_autocast
 
     device_interface.register()
+    dynamo_autocast.register()
     _allow_stream_calls_in_graph()
     _run_rng_state_calls_eagerly()
 
