@@ -61,6 +61,19 @@ def install() -> None:
     from . import triton_target
 
     after_import("triton", triton_target.register)
+    # User kernels launched with musa tensors: on the current musa stream (cuda driver), or a
+    # clear error (host driver).
+    after_import("triton.runtime.jit", _user_triton("register_jit"))
+    after_import("triton.runtime.autotuner", _user_triton("register_autotuner"))
+
+
+def _user_triton(name: str):
+    def register(module) -> None:
+        from . import user_triton
+
+        getattr(user_triton, name)(module)
+
+    return register
 
 
 def device_module_attr(name: str):
