@@ -3,6 +3,8 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "core/device.h"
+#include "core/musa_check.h"
+#include "core/stream.h"
 #include "graphs/capture_state.h"
 #include "graphs/musa_graph.h"
 
@@ -58,6 +60,25 @@ void bind_python(py::module& parent) {
       });
   m.def("_graph_pool_handle", [](int device) { return pool_tuple(graph_pool_handle(static_cast<c10::DeviceIndex>(device))); },
         py::arg("device") = -1);
+  // A Python callable as one task of the current musa stream: a host-driver capture records it
+  // (it runs at every replay); otherwise it runs in stream order. Host driver only: the cuda driver
+  // runs tasks on a callback thread that must not call into the runtime.
+  m.def("_launch_host_call", [](py::function fn) {
+    std::shared_ptr<py::object> held(new py::object(std::move(fn)), [](py::object* o) {
+      if (!Py_IsInitialized()) return;  // interpreter gone: leak rather than crash
+      py::gil_scoped_acquire gil;
+      delete o;
+    });
+    auto device = current_device();
+    MUSA_CHECK(musaLaunchTask(native_stream(current_stream(device)), [held] {
+      py::gil_scoped_acquire gil;
+      try {
+        (*held)();
+      } catch (py::error_already_set& e) {
+        throw std::runtime_error(e.what());
+      }
+    }, "host_call"));
+  });
   m.def("_is_current_stream_capturing", [] { return current_stream_capturing(current_device()); });
 }
 

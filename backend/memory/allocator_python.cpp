@@ -4,7 +4,9 @@
 // PYTORCH_MUSA_ALLOC_CONF at run time, private pools and raw allocations.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <c10/core/StorageImpl.h>
 #include <torch/csrc/profiler/combined_traceback.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include "memory/allocator_config.h"
 #include "memory/caching_allocator.h"
@@ -236,6 +238,31 @@ void bind_python(py::module& m) {
   m.def("_mempool_use_count", [](int d, py::tuple id) { return pool_use_count(dev(d), pool_id(id)); });
   m.def("_raw_alloc", [](size_t n) { return reinterpret_cast<size_t>(raw_alloc(n)); });
   m.def("_raw_delete", [](size_t p) { raw_delete(reinterpret_cast<void*>(p)); });
+  // Graph trees (torch_musa/_inductor/graph_trees.py): the storage hooks torch.cuda's graph trees
+  // use, for musa memory. Storages are passed as StorageImpl addresses, as torch's are.
+  auto storage = [](size_t p) { return reinterpret_cast<c10::StorageImpl*>(p); };
+  m.def("_graph_tree_owns", [storage](size_t s) { return owns_data_ptr(storage(s)->data_ptr()); });
+  m.def("_graph_tree_claim_storages", [storage](int d, py::tuple id, const std::vector<size_t>& storages) {
+    for (size_t s : storages) {
+      c10::StorageImpl* impl = storage(s);
+      if (owns_data_ptr(impl->data_ptr())) continue;  // still the allocation its capture made
+      void* ptr = impl->data_ptr().get();
+      auto dp = claim_pool_range(dev(d), pool_id(id), ptr, impl->nbytes());
+      TORCH_CHECK(dp.get() == ptr, "musa graph trees: a live output at ", ptr, " (", impl->nbytes(),
+                  " bytes) is not free memory of the graphs' pool; call torch._dynamo.reset() and compile again");
+      impl->set_data_ptr_noswap(std::move(dp));
+    }
+  });
+  m.def("_graph_tree_free_and_disown", [storage](size_t s) {
+    c10::StorageImpl* impl = storage(s);
+    if (owns_data_ptr(impl->data_ptr())) free_and_disown(impl->mutable_data_ptr());
+  });
+  m.def("_graph_tree_storage_error", [storage](size_t s, std::string msg) {
+    storage(s)->release_data_and_set_meta_custom_data_ptr_error_msg_(std::move(msg));
+  });
+  m.def("_graph_tree_tensor_error", [](const at::Tensor& t, std::string msg) {
+    t.unsafeGetTensorImpl()->release_storage_and_set_meta_custom_data_ptr_error_msg_(std::move(msg));
+  });
   bind_unified(m);
 }
 

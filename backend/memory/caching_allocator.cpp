@@ -245,6 +245,22 @@ void raw_delete(void* ptr) {
   detail::delete_block(b);
 }
 
+bool owns_data_ptr(const c10::DataPtr& ptr) { return ptr.get_deleter() == &detail::delete_block; }
+
+c10::DataPtr claim_pool_range(c10::DeviceIndex d, c10::MempoolId_t id, void* ptr, size_t nbytes) {
+  detail::Block* b = g_allocator.device(d).claim(id, ptr, nbytes);
+  if (!b) return c10::DataPtr(nullptr, c10::Device(c10::DeviceType::PrivateUse1, d));
+  g_allocator.report_to_profiler(b->ptr, d, static_cast<int64_t>(b->size));
+  return c10::DataPtr(b->ptr, b, &detail::delete_block, c10::Device(c10::DeviceType::PrivateUse1, d));
+}
+
+void free_and_disown(c10::DataPtr& ptr) {
+  void* ctx = ptr.get_context();
+  TORCH_CHECK(ptr.compare_exchange_deleter(&detail::delete_block, &c10::detail::deleteNothing),
+              "musa graph trees: expected memory of the musa caching allocator");
+  detail::delete_block(ctx);
+}
+
 c10::MempoolId_t create_pool(c10::DeviceIndex d, std::shared_ptr<SegmentAllocator> custom) {
   return g_allocator.device(d).create_pool(std::move(custom));
 }

@@ -77,6 +77,15 @@ void release_pool(c10::DeviceIndex device, c10::MempoolId_t id);  // use_count -
 void retain_pool(c10::DeviceIndex device, c10::MempoolId_t id);   // use_count + 1
 int pool_use_count(c10::DeviceIndex device, c10::MempoolId_t id);
 
+// ---- graph trees (torch.compile's reduce-overhead on musa) ----
+// Whether `ptr` was handed out by this allocator (and is freed by it).
+bool owns_data_ptr(const c10::DataPtr& ptr);
+// The free range [ptr, ptr + nbytes) of pool `id` as an allocation again; an empty DataPtr
+// (null) when that range is not free in the pool.
+c10::DataPtr claim_pool_range(c10::DeviceIndex device, c10::MempoolId_t id, void* ptr, size_t nbytes);
+// Frees the block `ptr` owns now and leaves `ptr` owning nothing (its deleter does nothing).
+void free_and_disown(c10::DataPtr& ptr);
+
 // ---- history and snapshots (the structure torch.cuda.memory._snapshot has) ----
 enum class TraceAction { ALLOC, FREE_REQUESTED, FREE_COMPLETED, SEGMENT_ALLOC, SEGMENT_FREE, SEGMENT_MAP,
                          SEGMENT_UNMAP, SNAPSHOT, OOM };

@@ -347,6 +347,41 @@ class DeviceCachingAllocator {
         return;
       }
   }
+  // Graph trees: the free range at `ptr` of pool `id` becomes an allocation again, as malloc
+  // would have handed it out (a replayed graph's output, alive, whose memory the allocator
+  // saw freed). The block is returned; null when that range is not free in the pool.
+  Block* claim(MempoolId_t id, void* ptr, size_t nbytes) {
+    std::lock_guard<std::recursive_mutex> lock(mu_);
+    PrivatePool& p = pool_of(id);
+    char* want = static_cast<char*>(ptr);
+    size_t size = round_size(nbytes, allocator_config());
+    for (BlockPool* bp : {&p.small, &p.large}) {
+      for (auto it = bp->blocks.begin(); it != bp->blocks.end(); ++it) {
+        Block* b = *it;
+        if (want < b->ptr || want + size > b->ptr + b->size) continue;
+        bp->blocks.erase(it);
+        note_free_removed(b);
+        if (want > b->ptr) {
+          Block* rest = split_at(b, static_cast<size_t>(want - b->ptr));
+          insert_free(b);
+          b = rest;
+        }
+        if (b->size - size >= kMinBlockSize) insert_free(split_at(b, size));
+        b->allocated = true;
+        b->requested = nbytes;
+        active_.emplace(b->ptr, b);
+        p.allocated++;
+        bool small = bp->is_small;
+        update(stats_.allocation, small, 1);
+        update(stats_.allocated_bytes, small, static_cast<int64_t>(b->size));
+        update(stats_.active, small, 1);
+        update(stats_.active_bytes, small, static_cast<int64_t>(b->size));
+        update(stats_.requested_bytes, small, static_cast<int64_t>(nbytes));
+        return b;
+      }
+    }
+    return nullptr;
+  }
   void retain_pool(MempoolId_t id) {
     std::lock_guard<std::recursive_mutex> lock(mu_);
     pool_of(id).use_count++;
