@@ -61,6 +61,12 @@ at::Tensor from_kernel_device(const at::Tensor& t, c10::Device device) {
                      kMusaKey);
 }
 
+// AOTInductor's proxy executor replaces every Device argument with the model's
+// device (a kernel device there), so compiled packages name the musa device by index.
+at::Tensor from_kernel_device_index(const at::Tensor& t, int64_t index) {
+  return from_kernel_device(t, c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index)));
+}
+
 void copy_from_kernel_device_(const at::Tensor& self, const at::Tensor& src) {
   at::Tensor dst = alias_on_kernel_device(self);
   KernelDeviceCallGuard guard;
@@ -72,6 +78,7 @@ void copy_from_kernel_device_(const at::Tensor& self, const at::Tensor& src) {
 TORCH_LIBRARY(torch_musa, m) {
   m.def("to_kernel_device(Tensor(a) self) -> Tensor(a)");
   m.def("from_kernel_device(Tensor(a) self, Device device) -> Tensor(a)");
+  m.def("from_kernel_device.index(Tensor(a) self, int index) -> Tensor(a)");
   m.def("copy_from_kernel_device_(Tensor(a!) self, Tensor src) -> ()");
 }
 
@@ -80,6 +87,9 @@ TORCH_LIBRARY_IMPL(torch_musa, PrivateUse1, m) {
   m.impl("copy_from_kernel_device_", &copy_from_kernel_device_);
 }
 
-TORCH_LIBRARY_IMPL(torch_musa, CPU, m) { m.impl("from_kernel_device", &from_kernel_device); }
+TORCH_LIBRARY_IMPL(torch_musa, CPU, m) {
+  m.impl("from_kernel_device", &from_kernel_device);
+  m.impl("from_kernel_device.index", &from_kernel_device_index);
+}
 
 }  // namespace torch_musa

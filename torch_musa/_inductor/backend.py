@@ -72,9 +72,9 @@ def _cpp_wrapper():
         from torch._inductor.codegen.cpp_wrapper_gpu import CppWrapperGpu
 
         return CppWrapperGpu
-    from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+    from .aoti_wrapper import MusaCppWrapperCpu
 
-    return CppWrapperCpu
+    return MusaCppWrapperCpu
 
 
 def _fx_wrapper():

@@ -56,6 +56,11 @@ def _from_kernel_device_fake(x, device):
     return _over_same_memory(x, device)
 
 
+@torch.library.register_fake("torch_musa::from_kernel_device.index")
+def _from_kernel_device_index_fake(x, index):
+    return _over_same_memory(x, torch.device(_MUSA, index))
+
+
 @torch.library.register_fake("torch_musa::copy_from_kernel_device_")
 def _copy_from_kernel_device_fake(x, src):
     return None
@@ -150,7 +155,7 @@ class KernelDevicePass(CustomGraphModulePass):
             if device is None or device.type != _MUSA:
                 return a
             with graph.inserting_before(output):
-                musa = graph.call_function(_ops.from_kernel_device.default, (a, device))
+                musa = graph.call_function(*_from_kernel_device_call(a, device))
             if was is not None:
                 musa.meta["val"] = was
             return musa
@@ -175,13 +180,24 @@ def _strip_boundary(graph: torch.fx.Graph) -> None:
     for node in list(graph.nodes):
         if node.op != "call_function":
             continue
-        if node.target in (_ops.to_kernel_device.default, _ops.from_kernel_device.default):
+        if node.target in (_ops.to_kernel_device.default, _ops.from_kernel_device.default,
+                           _ops.from_kernel_device.index):
             node.replace_all_uses_with(node.args[0])
             graph.erase_node(node)
         elif node.target is _ops.copy_from_kernel_device_.default:
             with graph.inserting_before(node):
                 graph.call_function(torch.ops.aten.copy_.default, node.args)
             graph.erase_node(node)
+
+
+def _from_kernel_device_call(value: torch.fx.Node, device: torch.device):
+    from torch._inductor.virtualized import V
+
+    # AOTInductor calls the op through its proxy executor, which passes the model's own
+    # (kernel) device for any Device argument: there the musa device goes by index.
+    if V.aot_compilation:
+        return _ops.from_kernel_device.index, (value, device.index)
+    return _ops.from_kernel_device.default, (value, device)
 
 
 def _move_node_to_cpu(node: torch.fx.Node, cpu_fake) -> None:

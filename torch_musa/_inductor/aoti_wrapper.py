@@ -1,0 +1,46 @@
+"""AOTInductor (and Inductor's C++ wrapper) for musa graphs on the host driver.
+
+On the host driver the kernel-device pass has turned a musa graph into the CPU
+graph over the same memory: its only musa parts are its inputs and the boundary
+ops (``torch_musa::to_kernel_device`` / ``from_kernel_device`` /
+``copy_from_kernel_device_``), which the generated C++ calls through the
+dispatcher like any custom op (AOTInductor's proxy executor). Everything else is
+Inductor's CPU C++ code. So the model Inductor builds is a CPU model -- what
+AOTInductor can build and load: its runtime knows only cpu/cuda/xpu/mps devices --
+that takes musa tensors and returns musa tensors. This wrapper says so: the graph's
+device type becomes ``cpu`` for the C++ code, its build and its package (the
+package's runner is torch's CPU runner), and musa's headers are CPU's.
+"""
+from __future__ import annotations
+
+from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+from torch._inductor.virtualized import V
+
+_MUSA = "musa"
+_KERNEL_DEVICE = "cpu"
+
+
+def _kernel_device(device: str) -> str:
+    return _KERNEL_DEVICE if device == _MUSA else device
+
+
+class MusaCppWrapperCpu(CppWrapperCpu):
+    """C++ wrapper of a host-driver musa graph: a CPU model over musa inputs."""
+
+    def __init__(self):
+        super().__init__()
+        # Read by the C++ build, the precompiled header and the package's device key;
+        # all of them must be the kernel device's (the wrapper class is chosen already).
+        V.graph.device_type = _kernel_device(V.graph.device_type)
+
+    @staticmethod
+    def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+        return MusaCppWrapperCpu()
+
+    @staticmethod
+    def get_device_include_path_jit(device: str) -> str:
+        return CppWrapperCpu.get_device_include_path_jit(_kernel_device(device))
+
+    @staticmethod
+    def get_device_include_path_aot(device: str) -> str:
+        return CppWrapperCpu.get_device_include_path_aot(_kernel_device(device))
