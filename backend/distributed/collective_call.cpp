@@ -171,6 +171,16 @@ c10::intrusive_ptr<c10d::Work> CollectiveCall::run(c10::function_ref<c10::intrus
       for (const auto& [original, staging] : copy_back) const_cast<at::Tensor&>(original).copy_(staging);
     };
   }
+  if (!work) {
+    // A synchronous collective ran on the current musa stream (NCCL's asyncOp=false): what is
+    // left to do follows it on that stream, and there is no Work, as for cuda tensors. The
+    // tensors it used need no keeping: later work on them is ordered after it on the stream.
+    if (finish) {
+      DeviceScope scope(device_);
+      finish();
+    }
+    return work;
+  }
   return c10::make_intrusive<MCCLWork>(std::move(work), device_, std::move(outputs_), std::move(keep_alive_),
                                        std::move(finish), rank_, type_);
 }

@@ -110,15 +110,12 @@ std::string describe(const int64_t* v) {
 
 }  // namespace
 
-// The library always runs the collective asynchronously, on its internal stream
-// ordered after the caller's current stream; a synchronous call is still waited
-// for through MCCLWork::wait(). NCCL's synchronous mode (the caller's asyncOp
-// passed through) crashed on the H200 (torch 2.11, 2026-12-03: segfaults in
-// all_reduce at world 1, as in 25068ef), so native cost per call stays open.
+// (Before torch 2.8 NCCL ignored asyncOp=false; since then its synchronous collectives return
+// no Work, which CollectiveCall::run hands on as torch does.)
 template <class Opts>
-Opts library_options(const Opts& opts) {
+Opts MCCLBackend::library_options(const Opts& opts) const {
   Opts o = opts;
-  o.asyncOp = true;
+  if (gloo_ || coalescing_) o.asyncOp = true;
   return o;
 }
 
@@ -401,6 +398,7 @@ Works MCCLBackend::barrier(const c10d::BarrierOptions& opts) {
   CollectiveCall call("barrier", Movement::kData, getRank(), OpType::BARRIER);
   agree(call.op(), call.type(), -1, -1, {});
   auto o = library_options(opts);
+  o.asyncOp = true;  // NCCL's barrier synchronizes the device through its Work's wait()
   if (o.device && o.device->type() == c10::DeviceType::PrivateUse1) {
     call.use_device(o.device->index());
     o.device = kernel_device().device_for(o.device->index());

@@ -105,6 +105,13 @@ class MCCLBackend : public c10d::Backend {
   template <class Launch>
   c10::intrusive_ptr<c10d::Work> float8_aware(c10::ArrayRef<at::Tensor> tensors, Launch&& launch);
 
+  // The library's options for a call: the caller's. NCCL (cuda driver) runs a synchronous
+  // collective on the caller's current stream, the musa stream's CUDA stream, and hands back no
+  // Work, as for cuda tensors: no internal stream, event or wait per call. Gloo (host driver) and
+  // a coalescing block's members always run asynchronously and return their Work.
+  template <class Opts>
+  Opts library_options(const Opts& opts) const;
+
   // The library's options for a reduction over `inputs`: the caller's, with a
   // reduce op the library has. `divides`: this rank's outputs hold the result
   // (for reduce, the root's only), so an AVG done as a SUM divides them.
