@@ -19,12 +19,13 @@ _IN_GRAPH_CALLS = ("stream",)
 
 
 def _register_device_interface(_module) -> None:
-    from . import device_interface, dynamo_autocast
+    from . import device_interface, dynamo_autocast, dynamo_device_calls
 
     device_interface.register()
     dynamo_autocast.register()
     _allow_stream_calls_in_graph()
     _run_rng_state_calls_eagerly()
+    dynamo_device_calls.register()
 
 
 def _allow_stream_calls_in_graph() -> None:

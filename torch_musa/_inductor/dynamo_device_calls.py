@@ -1,0 +1,44 @@
+"""Dynamo: torch.musa's device queries and Stream/Event classes, traced as torch.cuda's are.
+
+Dynamo knows torch.cuda's by identity, in its own tables; torch.musa's were user code to it,
+and tracing into them reached the runtime's C++ bindings (a graph break, an error under
+``fullgraph=True``). The same tables get torch.musa's entries:
+
+* ``torch.musa.Stream()`` / ``torch.musa.Event()`` made inside a compiled function are
+  graph-created objects (Dynamo's in-graph classes), as torch.cuda.Stream/Event;
+* ``current_device()`` is folded to a constant under a guard that re-checks it on each call,
+  ``device_count()`` and ``is_available()`` are folded (they do not change in a process),
+  as torch.cuda's;
+* ``synchronize()`` is a call in the graph, as torch.cuda.synchronize;
+* ``default_stream()`` breaks the graph and runs eagerly (torch.cuda.default_stream cannot be
+  traced either); traced into, it would stop Dynamo with an internal error.
+
+(torch.musa's generator-state calls break the graph as torch.cuda's do; ``stream(s)`` and
+``current_stream()`` are handled in this package's ``__init__``.)
+"""
+from __future__ import annotations
+
+_FOLDED_UNDER_GUARD = ("current_device",)
+_FOLDED = ("current_device", "device_count", "is_available")
+_IN_GRAPH = ("synchronize",)
+_EAGER = ("default_stream",)
+
+
+def register() -> None:
+    import torch
+    from torch._dynamo.variables import torch as torch_variables
+    from torch._dynamo.variables.user_defined import UserDefinedClassVariable
+
+    import torch_musa
+    from torch_musa import streams
+
+    UserDefinedClassVariable._in_graph_classes().update({torch_musa.Stream, torch_musa.Event})
+    for name in _FOLDED_UNDER_GUARD:
+        torch_variables.constant_fold_functions_need_guards[getattr(torch_musa, name)] = None
+    for name in _FOLDED:
+        torch_variables.constant_fold_functions[getattr(torch_musa, name)] = None
+    torch.compiler.allow_in_graph([getattr(torch_musa, name) for name in _FOLDED + _IN_GRAPH])
+    for name in _EAGER:
+        eager = torch._dynamo.disable(getattr(streams, name), recursive=True)
+        setattr(streams, name, eager)
+        setattr(torch_musa, name, eager)
