@@ -199,6 +199,7 @@ def test_an_op_leaves_no_musa_allocation_behind(op):
     # frees owed by earlier tests (garbage cycles, blocks waiting on a stream's event, as torch.cuda
     # keeps them) must not land inside the measured op
     gc.collect()
+    gc.disable()  # (a collection inside the window would free an earlier test's garbage there)
     torch.musa.synchronize()
     torch.musa.empty_cache()
     before, base = _active_blocks(), torch.musa.memory_allocated()
@@ -211,4 +212,5 @@ def test_an_op_leaves_no_musa_allocation_behind(op):
                 for addr, b in _active_blocks().items() if addr not in before]
         assert torch.musa.memory_allocated() == base, left
     finally:
+        gc.enable()
         torch.musa.memory._record_memory_history(enabled=None)
