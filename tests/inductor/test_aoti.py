@@ -115,3 +115,15 @@ def test_cpp_program_runs_the_package(net, package, tmp_path):
         assert device == "musa:0"
         got = torch.tensor([float(v) for v in values], dtype=torch.float64).reshape(want.shape)
         torch.testing.assert_close(got, want.cpu().double(), rtol=1e-5, atol=1e-5)
+
+
+def test_cpp_wrapper_compile_matches_eager(device):
+    # torch.compile's C++ wrapper mode is the same code generation without a package.
+    def f(x, w):
+        return (x @ w).relu() + x.sum()
+
+    torch._dynamo.reset()
+    x, w = torch.randn(6, 5, device=device), torch.randn(5, 3, device=device)
+    out = torch.compile(f, options={"cpp_wrapper": True})(x, w)
+    assert out.device == device
+    torch.testing.assert_close(out, f(x, w), rtol=1e-5, atol=1e-5)

@@ -191,11 +191,13 @@ def _strip_boundary(graph: torch.fx.Graph) -> None:
 
 
 def _from_kernel_device_call(value: torch.fx.Node, device: torch.device):
+    from torch._inductor import config
     from torch._inductor.virtualized import V
 
     # AOTInductor calls the op through its proxy executor, which passes the model's own
-    # (kernel) device for any Device argument: there the musa device goes by index.
-    if V.aot_compilation:
+    # (kernel) device for any Device argument, and the C++ wrapper cannot pass a Device
+    # at all: there the musa device goes by index.
+    if V.aot_compilation or config.cpp_wrapper:
         return _ops.from_kernel_device.index, (value, device.index)
     return _ops.from_kernel_device.default, (value, device)
 
