@@ -106,6 +106,9 @@ def test_launch_is_ordered_on_the_current_musa_stream(device):
     s.synchronize() only. On any other stream the kernel would read the inputs before they are written."""
     s = torch.musa.Stream()
     n = 1 << 20
+    # Built before the timed part: a first launch compiles for seconds, long enough to hide any order.
+    _launch(*(torch.zeros(n, device=device) for _ in range(3)))
+    torch.musa.synchronize()
     with torch.musa.stream(s):
         x, y, out = (torch.zeros(n, device=device) for _ in range(3))
         torch.musa._sleep(50_000_000)  # ~25 ms on the H200: the inputs' fill waits behind it
