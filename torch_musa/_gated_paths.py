@@ -512,6 +512,95 @@ def install_distributed() -> None:
 # ============================================================================================
 
 
+# ============================================================================================
+# BEGIN SECTION: graph trees (torch.compile mode="reduce-overhead" / "max-autotune" on musa)
+# ============================================================================================
+_gt_originals: dict = {}
+
+
+def _gt_only_musa(device_node_mapping) -> bool:
+    import torch_musa
+
+    ignored = ("meta",) if torch_musa.get_driver_name() == "cuda" else ("meta", "cpu")  # host: the kernel device
+    devices = [d for d in device_node_mapping if d.type not in ignored]
+    return bool(devices) and all(d.type == "musa" for d in devices) and len({d.index for d in devices}) == 1
+
+
+def _gt_wrap_check_lowering(torch_fn):
+    @_functools.wraps(torch_fn)
+    def check_lowering_disable_cudagraph(device_node_mapping):
+        """Adapts torch._inductor.cudagraph_utils.check_lowering_disable_cudagraph (torch 2.11-2.15),
+        which accepts only graphs of one "cuda" device ("skipping cudagraphs due to multiple
+        devices: musa:0"). A graph of one musa device is graphed through MUSA Graph (its checks on
+        torch.cuda's allocator do not concern musa memory); any other graph gets torch's answer."""
+        if _gt_only_musa(device_node_mapping):
+            return None
+        return torch_fn(device_node_mapping)
+
+    return check_lowering_disable_cudagraph
+
+
+def _gt_wrap_cudagraphify_impl(torch_fn):
+    @_functools.wraps(torch_fn)
+    def cudagraphify_impl(model, inputs, static_input_idxs, *args, **kwargs):
+        """Adapts torch._inductor.cudagraph_trees.cudagraphify_impl (torch 2.11-2.15), which
+        Inductor's compile_fx.cudagraphify imports when a compiled graph first runs: a graph with
+        musa inputs goes to torch's graph trees run over MUSA Graph
+        (torch_musa._inductor.graph_trees); any other to torch.cuda's trees."""
+        from torch_musa._inductor import graph_trees
+
+        if graph_trees.has_musa_tensor(inputs):
+            return graph_trees.cudagraphify_impl(model, inputs, static_input_idxs, *args, **kwargs)
+        return torch_fn(model, inputs, static_input_idxs, *args, **kwargs)
+
+    return cudagraphify_impl
+
+
+def _gt_wrap_post_compile(torch_fn):
+    @_functools.wraps(torch_fn)
+    def post_compile(self, example_inputs, constants, graph_kwargs):
+        """Adapts torch._inductor.output_code.CompiledFxGraph.post_compile (torch 2.11-2.15) on the
+        host driver: with config.graph_partition, Inductor graphs only the partitions of GPU
+        kernels, and a host-driver musa graph runs as CPU kernels (the kernel-device pass), so it
+        would have none. A musa graph there is graphed whole (Inductor's path without partitions);
+        any other graph, and musa graphs on the cuda driver, get torch's post_compile."""
+        import torch_musa
+
+        if "musa" in getattr(self, "device_types", ()) and torch_musa.get_driver_name() != "cuda":
+            from torch._inductor import config
+
+            with config.patch(graph_partition=False):
+                return torch_fn(self, example_inputs, constants, graph_kwargs)
+        return torch_fn(self, example_inputs, constants, graph_kwargs)
+
+    return post_compile
+
+
+def _gt_patch(owner, owner_name, attr, make) -> None:
+    key = (owner_name, attr)
+    if key in _gt_originals or not hasattr(owner, attr):
+        return
+    _gt_originals[key] = getattr(owner, attr)
+    setattr(owner, attr, make(_gt_originals[key]))
+
+
+def install_graph_trees() -> None:
+    """Installs the graph-tree wrappers when Inductor's modules load."""
+    from torch_musa._import_hooks import after_import
+
+    after_import("torch._inductor.cudagraph_utils", lambda m: _gt_patch(
+        m, "torch._inductor.cudagraph_utils", "check_lowering_disable_cudagraph", _gt_wrap_check_lowering))
+    after_import("torch._inductor.cudagraph_trees", lambda m: _gt_patch(
+        m, "torch._inductor.cudagraph_trees", "cudagraphify_impl", _gt_wrap_cudagraphify_impl))
+    after_import("torch._inductor.output_code", lambda m: _gt_patch(
+        m.CompiledFxGraph, "CompiledFxGraph", "post_compile", _gt_wrap_post_compile))
+
+
+# ============================================================================================
+# END SECTION: graph trees
+# ============================================================================================
+
+
 def install() -> None:
     """Installs every section's wrappers; torch_musa calls this at import (each installer is
     idempotent and cheap: it wraps modules ``import torch`` has loaded, or hooks their import)."""
@@ -519,3 +608,4 @@ def install() -> None:
     install_flex_attention()
     install_profiler()
     install_distributed()
+    install_graph_trees()
