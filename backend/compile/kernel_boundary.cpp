@@ -92,4 +92,7 @@ TORCH_LIBRARY_IMPL(torch_musa, CPU, m) {
   m.impl("from_kernel_device.index", &from_kernel_device_index);
 }
 
+// The cuda driver's kernel device: AOTInductor's CUDA models hand their results back to musa.
+TORCH_LIBRARY_IMPL(torch_musa, CUDA, m) { m.impl("from_kernel_device.index", &from_kernel_device_index); }
+
 }  // namespace torch_musa

@@ -69,9 +69,9 @@ def _python_wrapper():
 
 def _cpp_wrapper():
     if _on_gpu():
-        from torch._inductor.codegen.cpp_wrapper_gpu import CppWrapperGpu
+        from .aoti_wrapper_gpu import MusaCppWrapperGpu
 
-        return CppWrapperGpu
+        return MusaCppWrapperGpu
     from .aoti_wrapper import MusaCppWrapperCpu
 
     return MusaCppWrapperCpu

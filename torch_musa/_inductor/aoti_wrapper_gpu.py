@@ -1,0 +1,148 @@
+"""AOTInductor (and Inductor's C++ wrapper) for musa graphs on the cuda driver.
+
+On the cuda driver musa memory is CUDA memory and musa graphs are compiled into
+Triton kernels; AOTInductor's runtime knows only cpu/cuda/xpu/mps models. So the
+model this wrapper writes is a CUDA model -- CUDA's headers, C shims, build, package
+device key and runner -- whose edges are musa's:
+
+* each musa input is seen as the CUDA tensor over the same memory
+  (``torch_musa::to_kernel_device``, no copy) before any kernel uses it;
+* each musa output is handed back as a musa tensor over the CUDA result's memory
+  (``torch_musa::from_kernel_device.index``, no copy; a view of an input gets the
+  input's own storage back);
+* musa constants are packaged as the CUDA tensors over their memory.
+
+Both edge ops are called through the dispatcher (``aoti_torch_call_dispatcher``):
+torch_musa is loaded in any process that has musa tensors to pass.
+"""
+from __future__ import annotations
+
+import torch
+from torch._inductor.codegen.common import get_device_op_overrides
+from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+from torch._inductor.codegen.cpp_wrapper_gpu import CppWrapperGpu
+from torch._inductor.virtualized import V
+
+import torch_musa
+
+from .wrapper import _MUSA_TRITON_DEVICE
+
+_MUSA = "musa"
+_KERNEL_DEVICE = "cuda"
+
+# Ownership: each helper takes (steals) the handle it is given and returns a new one.
+_EDGE_HELPERS = r"""
+namespace {
+// torch_musa's zero-copy edge ops between musa tensors and the CUDA tensors over them.
+inline AtenTensorHandle torch_musa_edge_call(const char* overload, AtenTensorHandle t, int64_t index) {
+  StableIValue stack[2];
+  stack[0] = static_cast<StableIValue>(reinterpret_cast<uintptr_t>(t));
+  stack[1] = static_cast<StableIValue>(index);
+  const char* op = index < 0 ? "torch_musa::to_kernel_device" : "torch_musa::from_kernel_device";
+  AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_call_dispatcher(op, overload, stack));
+  return reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(stack[0]));
+}
+inline AtenTensorHandle torch_musa_to_kernel_device(AtenTensorHandle musa) {
+  return torch_musa_edge_call("", musa, -1);
+}
+inline AtenTensorHandle torch_musa_from_kernel_device(AtenTensorHandle t, int64_t musa_index) {
+  return torch_musa_edge_call("index", t, musa_index);
+}
+}  // namespace
+"""
+
+
+def _kernel_device(device: str) -> str:
+    return _KERNEL_DEVICE if device == _MUSA else device
+
+
+def _is_musa(node) -> bool:
+    get_device = getattr(node, "get_device", None)
+    device = get_device() if get_device is not None else None
+    return device is not None and device.type == _MUSA
+
+
+class MusaCppWrapperGpu(CppWrapperGpu):
+    """C++ wrapper of a cuda-driver musa graph: a CUDA model with musa edges."""
+
+    def __init__(self):
+        super().__init__()  # a CUDA wrapper already: Inductor's GPU type stays "cuda"
+        # The C++ build, its headers and the package's device key (its runner) are CUDA's.
+        V.graph.device_type = _kernel_device(V.graph.device_type)
+        V.graph.device_ops = get_device_op_overrides(V.graph.device_type)
+        self._musa_constants_as_cuda()
+
+    @staticmethod
+    def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+        return MusaCppWrapperGpu()
+
+    @staticmethod
+    def _musa_constants_as_cuda():
+        # Packaged (and checked) as the model's own device's tensors: the same memory.
+        for name, value in list(V.graph.constants.items()):
+            if isinstance(value, torch.Tensor) and value.device.type == _MUSA:
+                V.graph.constants[name] = torch.ops.torch_musa.to_kernel_device(value)
+
+    # -- device names: musa is the CUDA device under it ---------------------------------
+    @staticmethod
+    def get_device_include_path_jit(device: str) -> str:
+        return CppWrapperCpu.get_device_include_path_jit(_kernel_device(device))
+
+    @staticmethod
+    def get_device_include_path_aot(device: str) -> str:
+        return CppWrapperCpu.get_device_include_path_aot(_kernel_device(device))
+
+    def add_device_include(self, device: str) -> None:
+        super().add_device_include(_kernel_device(device))
+
+    @staticmethod
+    def get_c_shim_func_name(kernel: str, device: str) -> str:
+        return CppWrapperCpu.get_c_shim_func_name(kernel, _kernel_device(device))
+
+    def codegen_device(self, device):
+        return super().codegen_device(_as_kernel_device(device))
+
+    def codegen_device_idx(self, device, device_id):
+        return super().codegen_device_idx(_as_kernel_device(device), device_id)
+
+    def _define_kernel_helper(self, kernel_name, kernel_body, metadata=None, gpu=True, cpp_definition=None):
+        if gpu:  # a Triton kernel: built for the CUDA device under the musa one
+            kernel_body = _MUSA_TRITON_DEVICE.sub(
+                lambda m: f"DeviceProperties(type='cuda', index={torch_musa._C._driver_ordinal(int(m.group(1)))}",
+                kernel_body)
+        return super()._define_kernel_helper(kernel_name, kernel_body, metadata, gpu, cpp_definition)
+
+    # -- the model's musa edges ---------------------------------------------------------
+    def write_header(self):
+        super().write_header()
+        if not V.graph.is_const_graph:
+            self.header.splice(_EDGE_HELPERS)
+
+    def codegen_inputs(self):
+        # Runs right after the inputs are unpacked into handles, before anything reads them.
+        if not V.graph.is_const_graph:
+            for name, value in V.graph.graph_inputs.items():
+                if _is_musa(value):
+                    self.prefix.writeline(
+                        f"{name} = RAIIAtenTensorHandle(torch_musa_to_kernel_device({name}.release()));")
+        super().codegen_inputs()
+
+    def generate_return(self, output_refs: list[str]):
+        super().generate_return(output_refs)
+        first_of: dict[str, int] = {}
+        for idx, (ref, out) in enumerate(zip(output_refs, V.graph.graph_outputs)):
+            if ref == "nullptr" or not _is_musa(out):
+                continue
+            if ref in first_of:  # the same result twice: the same musa tensor twice
+                self.wrapper_call.writeline(f"output_handles[{idx}] = output_handles[{first_of[ref]}];")
+                continue
+            first_of[ref] = idx
+            self.wrapper_call.writeline(
+                f"output_handles[{idx}] = torch_musa_from_kernel_device(output_handles[{idx}], "
+                f"{out.get_device().index or 0});")
+
+
+def _as_kernel_device(device):
+    if isinstance(device, torch.device) and device.type == _MUSA:
+        return torch.device(_KERNEL_DEVICE, device.index)
+    return device
