@@ -99,6 +99,9 @@ def _data_ptrs_equal(tensors, data_ptrs, indices) -> bool:
     return all(tensors[i].data_ptr() == data_ptrs[i] for i in indices)
 
 
+_TLS_KEYS = ("tree_manager_containers", "tree_manager_locks")
+
+
 def _tls_key(key: str) -> str:
     return "musa_" + key  # not torch.cuda's trees' thread-local slots
 
@@ -150,6 +153,12 @@ def tree_module() -> types.ModuleType:
         sys.modules[_NAME] = module
         exec(compile(source, cuda_trees.__file__, "exec"), module.__dict__)
         module.torch = _musa_namespaces()
+        # Executing the module stashed its thread-local slots under torch.cuda's trees' keys
+        # (autograd's threads inherit them): give those back, and stash musa's under its own.
+        for key in _TLS_KEYS:
+            if hasattr(cuda_trees.local, key):
+                torch._C._stash_obj_in_tls(key, getattr(cuda_trees.local, key))
+        module._initialize_tls(module.local)
         # torch.compiler.cudagraph_mark_step_begin() marks steps for every device's trees.
         module.MarkStepBox = cuda_trees.MarkStepBox
         # torch.cond as CUDA conditional graph nodes (torch.cuda only): MUSA Graph has none.

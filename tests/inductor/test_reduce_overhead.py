@@ -1,0 +1,128 @@
+"""torch.compile(mode="reduce-overhead") on musa: torch's graph trees replaying MUSA Graphs.
+
+Replays are counted on torch.musa.MUSAGraph itself; results are compared with eager ones.
+The models are tiny: compiles are slow on CI's two cores.
+"""
+import copy
+
+import pytest
+import torch
+from torch import nn
+from torch._dynamo.utils import counters
+
+from torch_musa._inductor import graph_trees
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    torch._dynamo.reset()
+    graph_trees.reset()
+    counters.clear()
+    # A cached graph keeps the graphing decision it was compiled with: compile afresh.
+    with torch._inductor.config.patch(fx_graph_cache=False):
+        yield
+    torch._dynamo.reset()
+    graph_trees.reset()
+
+
+@pytest.fixture
+def graph_calls(monkeypatch):
+    """Counts MUSAGraph captures (with their pools) and replays. The trees' manager captures
+    one empty graph first, to make the pool every graph of the trees then shares."""
+    calls = {"replay": 0, "pools": []}
+    replay, capture_begin = torch.musa.MUSAGraph.replay, torch.musa.MUSAGraph.capture_begin
+
+    def counted_replay(self):
+        calls["replay"] += 1
+        return replay(self)
+
+    def counted_capture_begin(self, pool=None, capture_error_mode="global"):
+        calls["pools"].append(tuple(pool) if pool is not None else None)
+        return capture_begin(self, pool=pool, capture_error_mode=capture_error_mode)
+
+    monkeypatch.setattr(torch.musa.MUSAGraph, "replay", counted_replay)
+    monkeypatch.setattr(torch.musa.MUSAGraph, "capture_begin", counted_capture_begin)
+    return calls
+
+
+def _f(a):
+    return (a.tanh() * 3 + 1).sum(1)
+
+
+def test_calls_replay_a_graph_with_eager_results(device, graph_calls):
+    f = torch.compile(_f, mode="reduce-overhead")
+    for _ in range(5):
+        x = torch.randn(4, 8, device=device)
+        torch.testing.assert_close(f(x), _f(x))
+    # call 1 warms up, call 2 records (and replays once), calls 3-5 replay
+    assert len(graph_calls["pools"]) == 2
+    assert graph_calls["replay"] == 4
+    assert counters["inductor"]["cudagraph_skips"] == 0
+
+
+def test_new_shape_records_a_new_graph_in_the_same_pool(device, graph_calls):
+    f = torch.compile(_f, mode="reduce-overhead", dynamic=False)
+    for n in (4, 4, 4, 6, 6, 6, 4):
+        x = torch.randn(n, 8, device=device)
+        torch.testing.assert_close(f(x), _f(x))
+    pools = graph_calls["pools"]
+    assert len(pools) == 3  # one graph per shape; the last call replays the first
+    assert pools[0] is not None and len(set(pools)) == 1  # the trees' one pool
+
+
+def test_overwritten_output_raises_and_steps_replay(device, graph_calls):
+    f = torch.compile(_f, mode="reduce-overhead")
+    x = torch.randn(4, 8, device=device)
+    torch.compiler.cudagraph_mark_step_begin()
+    first = f(x)  # the warm-up run's output: the next step's recording writes over it
+    torch.compiler.cudagraph_mark_step_begin()
+    torch.testing.assert_close(f(x), _f(x))
+    with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
+        first + 1
+    for i in range(3):
+        torch.compiler.cudagraph_mark_step_begin()
+        torch.testing.assert_close(f(x + i), _f(x + i))
+    assert graph_calls["replay"] == 4  # one at recording, one per step after it
+
+
+def test_training_step_replays_forward_and_backward(device, graph_calls):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 1)).to(device)
+    ref = copy.deepcopy(model)
+    cmodel = torch.compile(model, mode="reduce-overhead")
+    for _ in range(4):
+        x = torch.randn(4, 8, device=device)
+        # .grad as torch.cuda's graph trees need it: set to None, not accumulated into graph memory
+        model.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+        cmodel(x).sum().backward()
+        ref(x).sum().backward()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad)
+    assert len(graph_calls["pools"]) == 3  # the forward's graph and the backward's
+    assert len(set(graph_calls["pools"])) == 1
+    assert graph_calls["replay"] >= 6  # 2 at recording, then 2 per step
+
+
+def test_cpu_compiled_function_is_torchs(graph_calls):
+    f = torch.compile(_f, mode="reduce-overhead")
+    x = torch.randn(4, 8)
+    torch.testing.assert_close(f(x), _f(x))
+    torch.testing.assert_close(f(x), _f(x))
+    assert graph_calls["pools"] == [] and graph_calls["replay"] == 0
+    assert counters["inductor"]["cudagraph_skips"] == 1  # torch's "skipping cudagraphs due to cpu device"
+
+
+def test_wrappers_leave_other_devices_to_torch(monkeypatch):
+    from torch._inductor import cudagraph_trees, cudagraph_utils
+    from torch_musa import _gated_paths
+
+    original = _gated_paths._gt_originals[("torch._inductor.cudagraph_utils", "check_lowering_disable_cudagraph")]
+    cpu = {torch.device("cpu"): None}
+    assert cudagraph_utils.check_lowering_disable_cudagraph(dict(cpu)) == original(dict(cpu))
+    seen = []
+    monkeypatch.setitem(_gated_paths._gt_originals, ("x", "y"), None)  # (keeps the dict shape)
+    wrapped = _gated_paths._gt_wrap_cudagraphify_impl(lambda *a, **k: seen.append("torch"))
+    wrapped(lambda i: i, [torch.randn(2)], ())
+    assert seen == ["torch"]
+    assert cudagraph_trees.cudagraphify_impl.__wrapped__ is not None
