@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import torch
 from torch._inductor.codegen.common import get_device_op_overrides
-from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 from torch._inductor.codegen.cpp_wrapper_gpu import CppWrapperGpu
 from torch._inductor.virtualized import V
 
@@ -47,6 +46,15 @@ inline AtenTensorHandle torch_musa_to_kernel_device(AtenTensorHandle musa) {
 }
 inline AtenTensorHandle torch_musa_from_kernel_device(AtenTensorHandle t, int64_t musa_index) {
   return torch_musa_edge_call("index", t, musa_index);
+}
+template <typename Stream>
+inline Stream torch_musa_run_stream(Stream given, int32_t cuda_index, int64_t musa_index) {
+  void* cuda_current = nullptr;
+  AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(cuda_index, &cuda_current));
+  if (reinterpret_cast<void*>(given) != cuda_current) return given;
+  StableIValue stack[1] = {static_cast<StableIValue>(musa_index)};
+  AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_call_dispatcher("torch_musa::current_kernel_stream", "", stack));
+  return stack[0] == 0 ? given : reinterpret_cast<Stream>(static_cast<uintptr_t>(stack[0]));
 }
 }  // namespace
 """
@@ -84,33 +92,33 @@ class MusaCppWrapperGpu(CppWrapperGpu):
                 V.graph.constants[name] = torch.ops.torch_musa.to_kernel_device(value)
 
     # -- device names: musa is the CUDA device under it ---------------------------------
-    @staticmethod
-    def get_device_include_path_jit(device: str) -> str:
-        return CppWrapperCpu.get_device_include_path_jit(_kernel_device(device))
+    # (Instance methods taking *args: they override static and instance methods alike,
+    # whatever the torch version's signature.)
+    def get_device_include_path_jit(self, device: str, *args) -> str:
+        return super().get_device_include_path_jit(_kernel_device(device), *args)
 
-    @staticmethod
-    def get_device_include_path_aot(device: str) -> str:
-        return CppWrapperCpu.get_device_include_path_aot(_kernel_device(device))
+    def get_device_include_path_aot(self, device: str, *args) -> str:
+        return super().get_device_include_path_aot(_kernel_device(device), *args)
 
-    def add_device_include(self, device: str) -> None:
-        super().add_device_include(_kernel_device(device))
+    def add_device_include(self, device: str, *args) -> None:
+        super().add_device_include(_kernel_device(device), *args)
 
-    @staticmethod
-    def get_c_shim_func_name(kernel: str, device: str) -> str:
-        return CppWrapperCpu.get_c_shim_func_name(kernel, _kernel_device(device))
+    def get_c_shim_func_name(self, kernel: str, device: str, *args) -> str:
+        return super().get_c_shim_func_name(kernel, _kernel_device(device), *args)
 
-    def codegen_device(self, device):
-        return super().codegen_device(_as_kernel_device(device))
+    def codegen_device(self, device, *args):
+        return super().codegen_device(_as_kernel_device(device), *args)
 
-    def codegen_device_idx(self, device, device_id):
-        return super().codegen_device_idx(_as_kernel_device(device), device_id)
+    def codegen_device_idx(self, device, *args, **kwargs):
+        return super().codegen_device_idx(_as_kernel_device(device), *args, **kwargs)
 
-    def _define_kernel_helper(self, kernel_name, kernel_body, metadata=None, gpu=True, cpp_definition=None):
-        if gpu:  # a Triton kernel: built for the CUDA device under the musa one
-            kernel_body = _MUSA_TRITON_DEVICE.sub(
-                lambda m: f"DeviceProperties(type='cuda', index={torch_musa._C._driver_ordinal(int(m.group(1)))}",
-                kernel_body)
-        return super()._define_kernel_helper(kernel_name, kernel_body, metadata, gpu, cpp_definition)
+    def _define_kernel_helper(self, kernel_name, kernel_body, *args, **kwargs):
+        # A Triton kernel is built for the CUDA device under the musa one (C++ kernels have
+        # no such line).
+        kernel_body = _MUSA_TRITON_DEVICE.sub(
+            lambda m: f"DeviceProperties(type='cuda', index={torch_musa._C._driver_ordinal(int(m.group(1)))}",
+            kernel_body)
+        return super()._define_kernel_helper(kernel_name, kernel_body, *args, **kwargs)
 
     # -- the model's musa edges ---------------------------------------------------------
     def write_header(self):
@@ -120,6 +128,11 @@ class MusaCppWrapperGpu(CppWrapperGpu):
 
     def codegen_inputs(self):
         # Runs right after the inputs are unpacked into handles, before anything reads them.
+        if V.graph.aot_mode and not V.graph.is_const_graph:
+            # The run's stream: the current musa stream's CUDA stream, unless the caller
+            # passed a stream of its own (the CUDA runner passes CUDA's current stream).
+            self.prefix.writeline(
+                f"stream = torch_musa_run_stream(stream, this->device_idx_, {_musa_index()});")
         if not V.graph.is_const_graph:
             for name, value in V.graph.graph_inputs.items():
                 if _is_musa(value):
@@ -140,6 +153,11 @@ class MusaCppWrapperGpu(CppWrapperGpu):
             self.wrapper_call.writeline(
                 f"output_handles[{idx}] = torch_musa_from_kernel_device(output_handles[{idx}], "
                 f"{out.get_device().index or 0});")
+
+
+def _musa_index() -> int:
+    # The musa device the graph was compiled for (its inputs' device).
+    return next(iter(V.graph.device_idxs), None) or 0
 
 
 def _as_kernel_device(device):
