@@ -49,8 +49,9 @@ def _f(a):
     return (a.tanh() * 3 + 1).sum(1)
 
 
-def test_calls_replay_a_graph_with_eager_results(device, graph_calls):
-    f = torch.compile(_f, mode="reduce-overhead")
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
+def test_calls_replay_a_graph_with_eager_results(device, graph_calls, mode):
+    f = torch.compile(_f, mode=mode)
     for _ in range(5):
         x = torch.randn(4, 8, device=device)
         torch.testing.assert_close(f(x), _f(x))
@@ -62,9 +63,12 @@ def test_calls_replay_a_graph_with_eager_results(device, graph_calls):
 
 def test_new_shape_records_a_new_graph_in_the_same_pool(device, graph_calls):
     f = torch.compile(_f, mode="reduce-overhead", dynamic=False)
+    reserved = []
     for n in (4, 4, 4, 6, 6, 6, 4):
         x = torch.randn(n, 8, device=device)
         torch.testing.assert_close(f(x), _f(x))
+        reserved.append(torch.musa.memory_reserved(device))
+    assert reserved[-1] == reserved[2]  # the second graph lives in the first one's pool memory
     pools = graph_calls["pools"]
     assert len(pools) == 3  # one graph per shape; the last call replays the first
     assert pools[0] is not None and len(set(pools)) == 1  # the trees' one pool
@@ -102,6 +106,15 @@ def test_training_step_replays_forward_and_backward(device, graph_calls):
     assert len(graph_calls["pools"]) == 3  # the forward's graph and the backward's
     assert len(set(graph_calls["pools"])) == 1
     assert graph_calls["replay"] >= 6  # 2 at recording, then 2 per step
+
+
+def test_forwards_pending_backward_warn(device):
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 1)).to(device)
+    cmodel = torch.compile(model, mode="reduce-overhead")
+    x = torch.randn(4, 8, device=device)
+    with pytest.warns(UserWarning, match="outputs from a previous step still require backward"):
+        outs = [cmodel(x) for _ in range(5)]
+    torch.testing.assert_close(outs[-1], model(x))
 
 
 def test_cpu_compiled_function_is_torchs(graph_calls):

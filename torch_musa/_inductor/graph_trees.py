@@ -147,6 +147,7 @@ def tree_module() -> types.ModuleType:
         spec = importlib.util.spec_from_file_location(_NAME, cuda_trees.__file__)
         module = importlib.util.module_from_spec(spec)
         module.__package__ = "torch._inductor"  # its relative imports are torch's
+        module.__spec__ = None  # (so that importlib does not warn that they differ)
         with open(cuda_trees.__file__, encoding="utf-8") as f:
             # Tensor.is_cuda (the one device question not asked through the module's torch).
             source = re.sub(r"\.is_cuda\b", ".is_musa", f.read())
