@@ -521,7 +521,12 @@ _gt_originals: dict = {}
 def _gt_only_musa(device_node_mapping) -> bool:
     import torch_musa
 
-    ignored = ("meta",) if torch_musa.get_driver_name() == "cuda" else ("meta", "cpu")  # host: the kernel device
+    # cpu nodes: on the host driver they are the kernel device's (the whole graph); with graph
+    # partitions (the cuda driver's default) they run outside the graphed partitions, as for cuda.
+    from torch._inductor import config
+
+    partitions = getattr(config, "graph_partition", False) and config.triton.cudagraphs
+    ignored = ("meta",) if torch_musa.get_driver_name() == "cuda" and not partitions else ("meta", "cpu")
     devices = [d for d in device_node_mapping if d.type not in ignored]
     return bool(devices) and all(d.type == "musa" for d in devices) and len({d.index for d in devices}) == 1
 
@@ -558,7 +563,7 @@ def _gt_wrap_cudagraphify_impl(torch_fn):
 
 def _gt_wrap_post_compile(torch_fn):
     @_functools.wraps(torch_fn)
-    def post_compile(self, example_inputs, constants, graph_kwargs):
+    def post_compile(self, *args, **kwargs):
         """Adapts torch._inductor.output_code.CompiledFxGraph.post_compile (torch 2.11-2.15) on the
         host driver: with config.graph_partition, Inductor graphs only the partitions of GPU
         kernels, and a host-driver musa graph runs as CPU kernels (the kernel-device pass), so it
@@ -570,10 +575,23 @@ def _gt_wrap_post_compile(torch_fn):
             from torch._inductor import config
 
             with config.patch(graph_partition=False):
-                return torch_fn(self, example_inputs, constants, graph_kwargs)
-        return torch_fn(self, example_inputs, constants, graph_kwargs)
+                return torch_fn(self, *args, **kwargs)
+        return torch_fn(self, *args, **kwargs)
 
     return post_compile
+
+
+def _gt_wrap_dynamo_reset(torch_fn):
+    @_functools.wraps(torch_fn)
+    def reset():
+        """Adapts torch._dynamo.reset (torch 2.11-2.15), which frees torch.cuda's graph trees (when
+        CUDA is available) but not musa's: it frees musa's too (nothing else changes)."""
+        torch_fn()
+        from torch_musa._inductor import graph_trees
+
+        graph_trees.reset()
+
+    return reset
 
 
 def _gt_patch(owner, owner_name, attr, make) -> None:
@@ -592,6 +610,7 @@ def install_graph_trees() -> None:
         m, "torch._inductor.cudagraph_utils", "check_lowering_disable_cudagraph", _gt_wrap_check_lowering))
     after_import("torch._inductor.cudagraph_trees", lambda m: _gt_patch(
         m, "torch._inductor.cudagraph_trees", "cudagraphify_impl", _gt_wrap_cudagraphify_impl))
+    after_import("torch._dynamo", lambda m: _gt_patch(m, "torch._dynamo", "reset", _gt_wrap_dynamo_reset))
     after_import("torch._inductor.output_code", lambda m: _gt_patch(
         m.CompiledFxGraph, "CompiledFxGraph", "post_compile", _gt_wrap_post_compile))
 

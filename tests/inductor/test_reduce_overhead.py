@@ -15,14 +15,12 @@ from torch_musa._inductor import graph_trees
 
 @pytest.fixture(autouse=True)
 def _fresh():
-    torch._dynamo.reset()
-    graph_trees.reset()
+    torch._dynamo.reset()  # musa's graph trees too
     counters.clear()
     # A cached graph keeps the graphing decision it was compiled with: compile afresh.
     with torch._inductor.config.patch(fx_graph_cache=False):
         yield
     torch._dynamo.reset()
-    graph_trees.reset()
 
 
 @pytest.fixture
@@ -115,6 +113,17 @@ def test_forwards_pending_backward_warn(device):
     with pytest.warns(UserWarning, match="outputs from a previous step still require backward"):
         outs = [cmodel(x) for _ in range(5)]
     torch.testing.assert_close(outs[-1], model(x))
+
+
+def test_dynamo_reset_frees_the_musa_trees(device):
+    f = torch.compile(_f, mode="reduce-overhead")
+    x = torch.randn(4, 8, device=device)
+    for _ in range(3):
+        f(x)
+    trees = graph_trees.tree_module()
+    assert trees.get_manager(0, create_if_none_exists=False) is not None
+    torch._dynamo.reset()
+    assert trees.get_manager(0, create_if_none_exists=False) is None
 
 
 def test_cpu_compiled_function_is_torchs(graph_calls):
