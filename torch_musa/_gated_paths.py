@@ -519,16 +519,21 @@ _gt_originals: dict = {}
 
 
 def _gt_only_musa(device_node_mapping) -> bool:
+    """Whether a graph's devices are one musa device (and its kernel device)."""
     import torch_musa
-
-    # cpu nodes: on the host driver they are the kernel device's (the whole graph); with graph
-    # partitions (the cuda driver's default) they run outside the graphed partitions, as for cuda.
     from torch._inductor import config
 
-    partitions = getattr(config, "graph_partition", False) and config.triton.cudagraphs
-    ignored = ("meta",) if torch_musa.get_driver_name() == "cuda" and not partitions else ("meta", "cpu")
+    on_cuda = torch_musa.get_driver_name() == "cuda"
+    # The kernel device's nodes compute over musa memory (the kernel-device pass: cpu on the
+    # host driver, cuda on the cuda driver). Other cpu nodes run outside the graphed partitions
+    # when there are partitions, as for cuda.
+    ignored = {"meta", "cuda" if on_cuda else "cpu"}
+    if getattr(config, "graph_partition", False) and config.triton.cudagraphs:
+        ignored.add("cpu")
+    if not any(d.type == "musa" for d in device_node_mapping):
+        return False
     devices = [d for d in device_node_mapping if d.type not in ignored]
-    return bool(devices) and all(d.type == "musa" for d in devices) and len({d.index for d in devices}) == 1
+    return all(d.type == "musa" for d in devices) and len({d.index for d in devices}) == 1
 
 
 def _gt_wrap_check_lowering(torch_fn):
