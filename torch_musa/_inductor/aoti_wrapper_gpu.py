@@ -29,7 +29,8 @@ from .wrapper import _MUSA_TRITON_DEVICE
 _MUSA = "musa"
 _KERNEL_DEVICE = "cuda"
 
-# Ownership: each helper takes (steals) the handle it is given and returns a new one.
+# Ownership: the edge helpers take (steal) the handle they are given and return one to own
+# (the same one where there is nothing to do).
 _EDGE_HELPERS = r"""
 namespace {
 // torch_musa's zero-copy edge ops between musa tensors and the CUDA tensors over them.
@@ -41,20 +42,29 @@ inline AtenTensorHandle torch_musa_edge_call(const char* overload, AtenTensorHan
   AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_call_dispatcher(op, overload, stack));
   return reinterpret_cast<AtenTensorHandle>(static_cast<uintptr_t>(stack[0]));
 }
-inline AtenTensorHandle torch_musa_to_kernel_device(AtenTensorHandle musa) {
-  return torch_musa_edge_call("", musa, -1);
+inline AtenTensorHandle torch_musa_to_kernel_device(AtenTensorHandle t) {
+  int32_t device_type = 0;
+  AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(t, &device_type));
+  return device_type == aoti_torch_device_type_privateuse1() ? torch_musa_edge_call("", t, -1) : t;
 }
 inline AtenTensorHandle torch_musa_from_kernel_device(AtenTensorHandle t, int64_t musa_index) {
   return torch_musa_edge_call("index", t, musa_index);
 }
+// The CUDA stream under the current musa stream of `musa_index`.
+inline void* torch_musa_current_stream(int64_t musa_index) {
+  StableIValue stack[1] = {static_cast<StableIValue>(musa_index)};
+  AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_call_dispatcher("torch_musa::current_kernel_stream", "", stack));
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(stack[0]));
+}
+// A model's run stream: the caller's, unless that is only CUDA's current stream (what the
+// CUDA runner passes when given none): then the current musa stream's.
 template <typename Stream>
 inline Stream torch_musa_run_stream(Stream given, int32_t cuda_index, int64_t musa_index) {
   void* cuda_current = nullptr;
   AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(cuda_index, &cuda_current));
   if (reinterpret_cast<void*>(given) != cuda_current) return given;
-  StableIValue stack[1] = {static_cast<StableIValue>(musa_index)};
-  AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_call_dispatcher("torch_musa::current_kernel_stream", "", stack));
-  return stack[0] == 0 ? given : reinterpret_cast<Stream>(static_cast<uintptr_t>(stack[0]));
+  void* musa = torch_musa_current_stream(musa_index);
+  return musa == nullptr ? given : reinterpret_cast<Stream>(musa);
 }
 }  // namespace
 """
@@ -129,15 +139,25 @@ class MusaCppWrapperGpu(CppWrapperGpu):
     def codegen_inputs(self):
         # Runs right after the inputs are unpacked into handles, before anything reads them.
         if V.graph.aot_mode and not V.graph.is_const_graph:
-            # The run's stream: the current musa stream's CUDA stream, unless the caller
-            # passed a stream of its own (the CUDA runner passes CUDA's current stream).
+            # The run's stream (its kernels', and CUDA's current one for extern kernels under
+            # the model's stream guard).
             self.prefix.writeline(
                 f"stream = torch_musa_run_stream(stream, this->device_idx_, {_musa_index()});")
+        elif not V.graph.aot_mode:
+            # C++ wrapper mode: CUDA's current stream is the musa stream's for the whole call,
+            # so Triton launches (which ask for it) and extern kernels follow it.
+            musa = _musa_index()
+            self.prefix.writeline(
+                f"{self.device_codegen.cpp_aoti_stream_guard()} torch_musa_stream_guard("
+                f"reinterpret_cast<{self.device_codegen.cpp_stream_type()}>(torch_musa_current_stream({musa})), "
+                f"{torch_musa._C._driver_ordinal(musa)});")
         if not V.graph.is_const_graph:
-            for name, value in V.graph.graph_inputs.items():
-                if _is_musa(value):
-                    self.prefix.writeline(
-                        f"{name} = RAIIAtenTensorHandle(torch_musa_to_kernel_device({name}.release()));")
+            names = [name for name, value in V.graph.graph_inputs.items() if _is_musa(value)]
+            if not V.graph.aot_mode:  # the weights come as inputs too (musa tensors or not)
+                names += list(V.graph.constants)
+            for name in names:
+                self.prefix.writeline(
+                    f"{name} = RAIIAtenTensorHandle(torch_musa_to_kernel_device({name}.release()));")
         super().codegen_inputs()
 
     def generate_return(self, output_refs: list[str]):
