@@ -87,6 +87,27 @@ def test_overwritten_output_raises_and_steps_replay(device, graph_calls):
     assert graph_calls["replay"] == 4  # one at recording, one per step after it
 
 
+def test_a_new_graph_keeps_off_live_outputs_of_replayed_ones(device, graph_calls, monkeypatch):
+    import torch_musa
+
+    claimed = []
+    claim = torch_musa._C._graph_tree_claim_storages
+    monkeypatch.setattr(torch_musa._C, "_graph_tree_claim_storages",
+                        lambda d, pool, storages: (claimed.append(len(storages)), claim(d, pool, storages)))
+    f = torch.compile(_f, mode="reduce-overhead")
+    g = torch.compile(lambda a: a * 2 + 1, mode="reduce-overhead")
+    x = torch.randn(4, 8, device=device)
+    for i in range(6):
+        torch.compiler.cudagraph_mark_step_begin()
+        a = f(x + i)
+        if i >= 2:  # f replays; then g warms up, records, replays after it in the same step
+            b = g(a)
+            torch.testing.assert_close(a, _f(x + i))  # g's memory is not a's
+            torch.testing.assert_close(b, _f(x + i) * 2 + 1)
+    assert claimed and max(claimed) >= 1  # a, alive, was made an allocation of the pool again
+    assert graph_calls["replay"] >= 5
+
+
 def test_training_step_replays_forward_and_backward(device, graph_calls):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 1)).to(device)
