@@ -10,6 +10,7 @@ def test_device_stream_and_event_calls_trace_in_one_graph(device):
         done = torch.musa.Event()
         with torch.musa.stream(side):
             y = x * 2 + torch.musa.current_device() + torch.musa.device_count()
+            y = y + torch.musa.get_device_properties(device).multi_processor_count
             done.record()
         torch.musa.current_stream().wait_event(done)
         torch.musa.synchronize()

@@ -7,8 +7,8 @@ and tracing into them reached the runtime's C++ bindings (a graph break, an erro
 * ``torch.musa.Stream()`` / ``torch.musa.Event()`` made inside a compiled function are
   graph-created objects (Dynamo's in-graph classes), as torch.cuda.Stream/Event;
 * ``current_device()`` is folded to a constant under a guard that re-checks it on each call,
-  ``device_count()`` and ``is_available()`` are folded (they do not change in a process),
-  as torch.cuda's;
+  ``device_count()``, ``is_available()`` and ``get_device_properties()`` are folded (they do
+  not change in a process), as torch.cuda's;
 * ``synchronize()`` is a call in the graph, as torch.cuda.synchronize;
 * ``default_stream()`` breaks the graph and runs eagerly (torch.cuda.default_stream cannot be
   traced either); traced into, it would stop Dynamo with an internal error.
@@ -19,7 +19,7 @@ and tracing into them reached the runtime's C++ bindings (a graph break, an erro
 from __future__ import annotations
 
 _FOLDED_UNDER_GUARD = ("current_device",)
-_FOLDED = ("current_device", "device_count", "is_available")
+_FOLDED = ("current_device", "device_count", "is_available", "get_device_properties")
 _IN_GRAPH = ("synchronize",)
 _EAGER = ("default_stream",)
 
