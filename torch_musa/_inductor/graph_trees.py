@@ -106,6 +106,15 @@ def _tls_key(key: str) -> str:
     return "musa_" + key  # not torch.cuda's trees' thread-local slots
 
 
+def _kernel_device_hook(name: str, host_answer):
+    """On the cuda driver, musa ops run CUDA's cuBLAS / cuDNN, whose workspaces (allocated during
+    musa ops: in musa memory, in the trees' pool while they record) torch's hooks manage; on the
+    host driver there are none."""
+    if torch_musa.get_driver_name() == "cuda" and hasattr(torch._C, name):
+        return getattr(torch._C, name)
+    return host_answer
+
+
 def _musa_namespaces():
     cuda = _CudaAsMusa(
         CUDAGraph=torch_musa.MUSAGraph,
@@ -113,9 +122,10 @@ def _musa_namespaces():
         graph_pool_handle=lambda: tuple(_C()._mempool_create(torch_musa.current_device(), None)),
     )
     c = _CAsMusa(
-        _cuda_clearCublasWorkspaces=_noop,
-        _cuda_get_conv_benchmark_empty_cache=lambda: False,
-        _cudnn_set_conv_benchmark_empty_cache=_noop,
+        _cuda_clearCublasWorkspaces=_kernel_device_hook("_cuda_clearCublasWorkspaces", _noop),
+        _cuda_get_conv_benchmark_empty_cache=_kernel_device_hook("_cuda_get_conv_benchmark_empty_cache",
+                                                                 lambda: False),
+        _cudnn_set_conv_benchmark_empty_cache=_kernel_device_hook("_cudnn_set_conv_benchmark_empty_cache", _noop),
         _cuda_isHistoryEnabled=lambda: False,
         _cuda_beginAllocateCurrentThreadToPool=lambda d, pool: _C()._mempool_begin(d, tuple(pool)),
         _cuda_endAllocateToPool=lambda d, pool: _C()._mempool_end(d, tuple(pool)),
