@@ -97,9 +97,12 @@ class MusaCppWrapperGpu(CppWrapperGpu):
     @staticmethod
     def _musa_constants_as_cuda():
         # Packaged (and checked) as the model's own device's tensors: the same memory.
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
         for name, value in list(V.graph.constants.items()):
             if isinstance(value, torch.Tensor) and value.device.type == _MUSA:
-                V.graph.constants[name] = torch.ops.torch_musa.to_kernel_device(value)
+                with unset_fake_temporarily():
+                    V.graph.constants[name] = torch.ops.torch_musa.to_kernel_device(value)
 
     # -- device names: musa is the CUDA device under it ---------------------------------
     # (Instance methods taking *args: they override static and instance methods alike,
