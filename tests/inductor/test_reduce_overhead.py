@@ -59,6 +59,19 @@ def test_calls_replay_a_graph_with_eager_results(device, graph_calls, mode):
     assert counters["inductor"]["cudagraph_skips"] == 0
 
 
+def test_profiler_sees_one_graph_replay_per_call(device):
+    from torch.profiler import ProfilerActivity, profile
+
+    f = torch.compile(_f, mode="reduce-overhead")
+    x = torch.randn(4, 8, device=device)
+    for _ in range(3):  # warm-up, recording, a replay
+        f(x)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        for i in range(5):
+            torch.testing.assert_close(f(x + i), _f(x + i))
+    assert sum(e.name == "MUSAGraph replay" for e in prof.events()) == 5
+
+
 def test_new_shape_records_a_new_graph_in_the_same_pool(device, graph_calls):
     f = torch.compile(_f, mode="reduce-overhead", dynamic=False)
     reserved = []
