@@ -56,6 +56,11 @@ class _CAsMusa(types.SimpleNamespace):
     """``torch._C`` for graph trees: the ``_cuda_*`` and storage hooks are musa's."""
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith(("_cuda_", "_cudnn_")):
+            raise NotImplementedError(
+                f"torch {torch.__version__}'s graph trees call torch._C.{name}, which torch_musa's graph trees "
+                "do not provide for musa yet (torch_musa/_inductor/graph_trees.py); compile without "
+                'mode="reduce-overhead" (or with torch._inductor.config.triton.cudagraphs=False) meanwhile')
         return getattr(torch._C, name)
 
 
