@@ -155,7 +155,8 @@ void MusaGraph::abandon_capture() {
   if (capture_id_) unregister_capture(capture_id_);
   allocator::end_allocate_to_pool(device_, pool_);
   allocator::note_capture_end(device_);
-  allocator::release_pool(device_, pool_);
+  allocator::release_pool(device_, pool_);  // the routing's use
+  allocator::release_pool(device_, pool_);  // the graph's own
   if (engine_) engine_->reset();
   capturing_ = false;
   capture_id_ = 0;
@@ -191,6 +192,8 @@ void MusaGraph::capture_end_pre() {
   }
   unregister_capture(capture_id_);
   allocator::end_allocate_to_pool(device_, pool_);
+  // Routing took a use of the pool (begin_allocate_streams_to_pool); the graph keeps its own.
+  allocator::release_pool(device_, pool_);
   allocator::note_capture_end(device_);
   capturing_ = false;
   captured_ = true;

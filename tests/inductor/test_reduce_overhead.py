@@ -4,6 +4,7 @@ Replays are counted on torch.musa.MUSAGraph itself; results are compared with ea
 The models are tiny: compiles are slow on CI's two cores.
 """
 import copy
+import gc
 
 import pytest
 import torch
@@ -155,9 +156,14 @@ def test_dynamo_reset_frees_the_musa_trees(device):
     for _ in range(3):
         f(x)
     trees = graph_trees.tree_module()
-    assert trees.get_manager(0, create_if_none_exists=False) is not None
+    manager = trees.get_manager(0, create_if_none_exists=False)
+    assert manager is not None
+    pool = manager.cuda_graphs_thread_pool
+    del manager, f
     torch._dynamo.reset()
     assert trees.get_manager(0, create_if_none_exists=False) is None
+    gc.collect()
+    assert torch.musa._C._mempool_use_count(0, pool) == 0  # the pool's graphs are gone, and it with them
 
 
 def test_cpu_compiled_function_is_torchs(graph_calls):
