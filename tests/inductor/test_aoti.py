@@ -127,3 +127,14 @@ def test_cpp_wrapper_compile_matches_eager(device):
     out = torch.compile(f, options={"cpp_wrapper": True})(x, w)
     assert out.device == device
     torch.testing.assert_close(out, f(x, w), rtol=1e-5, atol=1e-5)
+
+
+def test_buffers_the_model_mutates(device):
+    # Train-mode batch norm updates its running stats: Inductor packages their initial values.
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6)).to(device).train()
+    x = torch.randn(8, 4, device=device)
+    path = torch._inductor.aoti_compile_and_package(torch.export.export(net, (x,)))
+    out = torch._inductor.aoti_load_package(path)(x)
+    assert out.device == device
+    torch.testing.assert_close(out, net(x), rtol=1e-5, atol=1e-5)

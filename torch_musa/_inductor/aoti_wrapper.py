@@ -13,6 +13,7 @@ package's runner is torch's CPU runner), and musa's headers are CPU's.
 """
 from __future__ import annotations
 
+import torch
 from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 from torch._inductor.virtualized import V
 
@@ -32,6 +33,9 @@ class MusaCppWrapperCpu(CppWrapperCpu):
         # Read by the C++ build, the precompiled header and the package's device key;
         # all of them must be the kernel device's (the wrapper class is chosen already).
         V.graph.device_type = _kernel_device(V.graph.device_type)
+        # Weights the pass did not see (buffers Inductor lifted itself, such as mutated ones)
+        # are packaged as the CPU tensors over their memory too.
+        constants_on_kernel_device()
 
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
@@ -44,3 +48,29 @@ class MusaCppWrapperCpu(CppWrapperCpu):
     @staticmethod
     def get_device_include_path_aot(device: str) -> str:
         return CppWrapperCpu.get_device_include_path_aot(_kernel_device(device))
+
+
+def constants_on_kernel_device() -> None:
+    """Makes the graph's musa weights, and the initial values Inductor kept of the ones the
+    graph mutates, the kernel device's tensors over the same memory: what the model packages."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    try:
+        from torch._inductor.utils import get_cloned_parameter_buffer_name
+    except ImportError:  # a torch that keeps no separate initial values
+        get_cloned_parameter_buffer_name = None
+    graph = V.graph
+    originals = getattr(getattr(graph, "module", None), "meta", None) or {}
+    with unset_fake_temporarily():
+        for name, value in list(graph.constants.items()):
+            if _is_musa_tensor(value):
+                graph.constants[name] = torch.ops.torch_musa.to_kernel_device(value)
+            if get_cloned_parameter_buffer_name is None:
+                continue
+            orig = get_cloned_parameter_buffer_name(graph.allocated_constant_name.get(name, name))
+            if _is_musa_tensor(originals.get(orig)):
+                originals[orig] = torch.ops.torch_musa.to_kernel_device(originals[orig])
+
+
+def _is_musa_tensor(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.device.type == _MUSA

@@ -24,6 +24,7 @@ from torch._inductor.virtualized import V
 
 import torch_musa
 
+from .aoti_wrapper import constants_on_kernel_device
 from .wrapper import _MUSA_TRITON_DEVICE
 
 _MUSA = "musa"
@@ -88,21 +89,11 @@ class MusaCppWrapperGpu(CppWrapperGpu):
         # The C++ build, its headers and the package's device key (its runner) are CUDA's.
         V.graph.device_type = _kernel_device(V.graph.device_type)
         V.graph.device_ops = get_device_op_overrides(V.graph.device_type)
-        self._musa_constants_as_cuda()
+        constants_on_kernel_device()  # packaged (and checked) as CUDA tensors: the same memory
 
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
         return MusaCppWrapperGpu()
-
-    @staticmethod
-    def _musa_constants_as_cuda():
-        # Packaged (and checked) as the model's own device's tensors: the same memory.
-        from torch._subclasses.fake_tensor import unset_fake_temporarily
-
-        for name, value in list(V.graph.constants.items()):
-            if isinstance(value, torch.Tensor) and value.device.type == _MUSA:
-                with unset_fake_temporarily():
-                    V.graph.constants[name] = torch.ops.torch_musa.to_kernel_device(value)
 
     # -- device names: musa is the CUDA device under it ---------------------------------
     # (Instance methods taking *args: they override static and instance methods alike,
