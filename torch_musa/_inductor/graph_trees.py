@@ -121,11 +121,9 @@ def _kernel_device_hook(name: str, host_answer):
 
 
 def _musa_namespaces():
-    cuda = _CudaAsMusa(
-        CUDAGraph=torch_musa.MUSAGraph,
-        # A pool the allocator makes now: warm-up runs allocate into it before any capture.
-        graph_pool_handle=lambda: tuple(_C()._mempool_create(torch_musa.current_device(), None)),
-    )
+    # torch.musa.graph_pool_handle: the trees' manager captures an empty graph into it at once,
+    # which makes the pool (warm-up runs allocate into it) and keeps it as long as the manager.
+    cuda = _CudaAsMusa(CUDAGraph=torch_musa.MUSAGraph)
     c = _CAsMusa(
         _cuda_clearCublasWorkspaces=_kernel_device_hook("_cuda_clearCublasWorkspaces", _noop),
         _cuda_get_conv_benchmark_empty_cache=_kernel_device_hook("_cuda_get_conv_benchmark_empty_cache",
