@@ -41,13 +41,9 @@ class MusaCppWrapperCpu(CppWrapperCpu):
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
         return MusaCppWrapperCpu()
 
-    @staticmethod
-    def get_device_include_path_jit(device: str) -> str:
-        return CppWrapperCpu.get_device_include_path_jit(_kernel_device(device))
-
-    @staticmethod
-    def get_device_include_path_aot(device: str) -> str:
-        return CppWrapperCpu.get_device_include_path_aot(_kernel_device(device))
+    def add_device_include(self, device: str, *args) -> None:
+        # musa's headers are the kernel device's (every torch version includes through here).
+        super().add_device_include(_kernel_device(device), *args)
 
 
 def constants_on_kernel_device() -> None:

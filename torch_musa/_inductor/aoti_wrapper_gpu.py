@@ -97,13 +97,8 @@ class MusaCppWrapperGpu(CppWrapperGpu):
 
     # -- device names: musa is the CUDA device under it ---------------------------------
     # (Instance methods taking *args: they override static and instance methods alike,
-    # whatever the torch version's signature.)
-    def get_device_include_path_jit(self, device: str, *args) -> str:
-        return super().get_device_include_path_jit(_kernel_device(device), *args)
-
-    def get_device_include_path_aot(self, device: str, *args) -> str:
-        return super().get_device_include_path_aot(_kernel_device(device), *args)
-
+    # whatever the torch version's signature. Headers: every version includes through
+    # add_device_include.)
     def add_device_include(self, device: str, *args) -> None:
         super().add_device_include(_kernel_device(device), *args)
 
@@ -116,13 +111,14 @@ class MusaCppWrapperGpu(CppWrapperGpu):
     def codegen_device_idx(self, device, *args, **kwargs):
         return super().codegen_device_idx(_as_kernel_device(device), *args, **kwargs)
 
+    # A Triton kernel is built for the CUDA device under the musa one (C++ kernels have no
+    # such line). Both entry points, whichever a torch version routes kernels through; the
+    # rewrite is idempotent.
+    def define_kernel(self, kernel_name, kernel_body, *args, **kwargs):
+        return super().define_kernel(kernel_name, _cuda_kernel(kernel_body), *args, **kwargs)
+
     def _define_kernel_helper(self, kernel_name, kernel_body, *args, **kwargs):
-        # A Triton kernel is built for the CUDA device under the musa one (C++ kernels have
-        # no such line).
-        kernel_body = _MUSA_TRITON_DEVICE.sub(
-            lambda m: f"DeviceProperties(type='cuda', index={torch_musa._C._driver_ordinal(int(m.group(1)))}",
-            kernel_body)
-        return super()._define_kernel_helper(kernel_name, kernel_body, *args, **kwargs)
+        return super()._define_kernel_helper(kernel_name, _cuda_kernel(kernel_body), *args, **kwargs)
 
     # -- the model's musa edges ---------------------------------------------------------
     def write_header(self):
@@ -167,6 +163,11 @@ class MusaCppWrapperGpu(CppWrapperGpu):
             self.wrapper_call.writeline(
                 f"output_handles[{idx}] = torch_musa_from_kernel_device(output_handles[{idx}], "
                 f"{out.get_device().index or 0});")
+
+
+def _cuda_kernel(kernel_body: str) -> str:
+    return _MUSA_TRITON_DEVICE.sub(
+        lambda m: f"DeviceProperties(type='cuda', index={torch_musa._C._driver_ordinal(int(m.group(1)))}", kernel_body)
 
 
 def _musa_index() -> int:
