@@ -18,7 +18,9 @@ runs; each cell's table prints as soon as its rounds end, so a cut-off run keeps
           torch._inductor.aoti_compile_and_package into a temporary directory, loaded with
           aoti_load_package: inference latency (and the package's compile time, its max error
           against eager). A side that fails prints its error's first line in the table.
---quick shortens the timed loops (and the decode cache); --rounds sets the alternating rounds.
+--quick shortens the timed loops and the decode run (GPU: cache 128 and 32 tokens a loop instead of
+512 and 128); --rounds sets the alternating rounds. The GPU figures for issue #29 in one 10-minute call:
+    TORCH_MUSA_DRIVER=cuda timeout 590 python3 bench/compile_bench.py --cells decode,aoti --rounds 3
 
 Each cell of each side runs in its own child process, alternating native/musa round by round;
 the native side never loads torch_musa (pytorch/pytorch#161129). Medians of the rounds are printed.
@@ -144,12 +146,10 @@ class StaticKVDecoder(nn.Module):
 
 def _count_replays(device):
     """Counts graph replays (graph trees call .replay() on these classes); None where there are none."""
-    cls = {"cuda": getattr(torch.cuda, "CUDAGraph", None), "musa": getattr(torch, "musa", None) and
-           torch.musa.MUSAGraph}.get(device)
-    counter = [0]
-    if cls is None:
-        return None
-    replay = cls.replay
+    if device not in ("cuda", "musa"):
+        return None  # native CPU: no graphs
+    cls = torch.cuda.CUDAGraph if device == "cuda" else torch.musa.MUSAGraph
+    counter, replay = [0], cls.replay
 
     def counted(self):
         counter[0] += 1
