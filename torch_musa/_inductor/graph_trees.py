@@ -196,6 +196,9 @@ def cudagraphify_impl(model, inputs, static_input_idxs, *args, **kwargs):
 def reset() -> None:
     """Frees the musa graph trees (``torch._dynamo.reset()`` frees torch.cuda's only)."""
     if _module is not None:
+        # Cached tensors are switched on and off process-wide, and torch.cuda's reset (run just
+        # before, by torch._dynamo.reset) switches them off even when only musa's trees hold some.
+        torch._C._set_cached_tensors_enabled(True)
         _module.reset_cudagraph_trees()
 
 
