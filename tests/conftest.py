@@ -32,9 +32,11 @@ def _restore_musa_state():
     yield
     if torch.musa.is_available():
         torch.musa.synchronize()
-        torch.musa.set_device(0)
         for i in range(torch.musa.device_count()):
             torch.musa.set_stream(torch.musa.default_stream(i))
+        # last: set_stream makes the stream's device current, as torch.cuda.set_stream does
+        # (a module fixture made before the next test's setup would land on the last device)
+        torch.musa.set_device(0)
 
 
 @pytest.fixture
