@@ -173,6 +173,13 @@ class DeviceCachingAllocator {
     }
     if (!block) raise_oom(requested, stream, pool, cfg, why, over_limit);
     block = maybe_split(block, size, cfg);
+    hand_out(block, pool, requested, std::move(ctx), cfg);
+    return block;
+  }
+
+  // A free block of `pool` becomes the allocation of `requested` bytes: its books and stats.
+  void hand_out(Block* block, BlockPool& pool, size_t requested, std::shared_ptr<c10::GatheredContext> ctx,
+                const AllocatorConfig& cfg) {
     block->allocated = true;
     block->requested = requested;
     block->gc_count = 0;
@@ -186,8 +193,7 @@ class DeviceCachingAllocator {
     update(stats_.active_bytes, small, static_cast<int64_t>(block->size));
     update(stats_.requested_bytes, small, static_cast<int64_t>(requested));
     if (block->size >= cfg.max_split_size) stats_.oversize_allocations.increase(1);
-    trace(TraceAction::ALLOC, block->ptr, block->size, stream, pool, block->context, 2);
-    return block;
+    trace(TraceAction::ALLOC, block->ptr, block->size, block->stream, pool, block->context, 2);
   }
 
   void free(Block* block, std::shared_ptr<c10::GatheredContext> ctx) {
@@ -367,16 +373,7 @@ class DeviceCachingAllocator {
           b = rest;
         }
         if (b->size - size >= kMinBlockSize) insert_free(split_at(b, size));
-        b->allocated = true;
-        b->requested = nbytes;
-        active_.emplace(b->ptr, b);
-        p.allocated++;
-        bool small = bp->is_small;
-        update(stats_.allocation, small, 1);
-        update(stats_.allocated_bytes, small, static_cast<int64_t>(b->size));
-        update(stats_.active, small, 1);
-        update(stats_.active_bytes, small, static_cast<int64_t>(b->size));
-        update(stats_.requested_bytes, small, static_cast<int64_t>(nbytes));
+        hand_out(b, *bp, nbytes, nullptr, allocator_config());
         return b;
       }
     }
