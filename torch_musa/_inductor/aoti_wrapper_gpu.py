@@ -25,7 +25,7 @@ from torch._inductor.virtualized import V
 import torch_musa
 
 from .aoti_wrapper import constants_on_kernel_device
-from .wrapper import _MUSA_TRITON_DEVICE
+from .wrapper import as_cuda_kernel
 
 _MUSA = "musa"
 _KERNEL_DEVICE = "cuda"
@@ -115,10 +115,10 @@ class MusaCppWrapperGpu(CppWrapperGpu):
     # such line). Both entry points, whichever a torch version routes kernels through; the
     # rewrite is idempotent.
     def define_kernel(self, kernel_name, kernel_body, *args, **kwargs):
-        return super().define_kernel(kernel_name, _cuda_kernel(kernel_body), *args, **kwargs)
+        return super().define_kernel(kernel_name, as_cuda_kernel(kernel_body), *args, **kwargs)
 
     def _define_kernel_helper(self, kernel_name, kernel_body, *args, **kwargs):
-        return super()._define_kernel_helper(kernel_name, _cuda_kernel(kernel_body), *args, **kwargs)
+        return super()._define_kernel_helper(kernel_name, as_cuda_kernel(kernel_body), *args, **kwargs)
 
     # -- the model's musa edges ---------------------------------------------------------
     def write_header(self):
@@ -163,11 +163,6 @@ class MusaCppWrapperGpu(CppWrapperGpu):
             self.wrapper_call.writeline(
                 f"output_handles[{idx}] = torch_musa_from_kernel_device(output_handles[{idx}], "
                 f"{out.get_device().index or 0});")
-
-
-def _cuda_kernel(kernel_body: str) -> str:
-    return _MUSA_TRITON_DEVICE.sub(
-        lambda m: f"DeviceProperties(type='cuda', index={torch_musa._C._driver_ordinal(int(m.group(1)))}", kernel_body)
 
 
 def _musa_index() -> int:

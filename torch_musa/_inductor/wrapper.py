@@ -20,6 +20,14 @@ import torch_musa
 _MUSA_TRITON_DEVICE = re.compile(r"DeviceProperties\(type='musa', index=(\d+)")
 
 
+def as_cuda_kernel(kernel_body: str) -> str:
+    """A musa Triton kernel's source, declared a kernel of the CUDA device under the musa one
+    (cuda driver); idempotent."""
+    return _MUSA_TRITON_DEVICE.sub(
+        lambda m: f"DeviceProperties(type='cuda', index={torch_musa._C._driver_ordinal(int(m.group(1)))}",
+        kernel_body)
+
+
 class _MusaKernelCalls:
     def define_kernel(self, kernel_name: str, kernel_body: str, *args, **kwargs):
         # On the cuda driver a musa kernel is a kernel of the CUDA device under it: saying so
@@ -27,9 +35,7 @@ class _MusaKernelCalls:
         # Inductor's static CUDA launcher (a few microseconds less per launch than Triton's
         # own). It still launches on the stream the wrapper passes: the musa stream.
         if torch_musa.get_driver_name() == "cuda":
-            kernel_body = _MUSA_TRITON_DEVICE.sub(
-                lambda m: f"DeviceProperties(type='cuda', index={torch_musa._C._driver_ordinal(int(m.group(1)))}",
-                kernel_body)
+            kernel_body = as_cuda_kernel(kernel_body)
         return super().define_kernel(kernel_name, kernel_body, *args, **kwargs)
 
     def _generate_kernel_call_helper(self, kernel_name: str, call_args, *, device=None, triton=True, **kwargs):
