@@ -7,6 +7,17 @@ adapts; version differences are decided in ``_version_gate``. Sections are owned
 each section's edits inside its markers.
 """
 
+
+def _wrap_once(originals: dict, owner, owner_name: str, attr: str, make) -> None:
+    """Replaces ``owner.attr`` with ``make(torch's function)``, keeping torch's in ``originals``;
+    nothing when installed already, or when this torch lacks the function (nothing to adapt)."""
+    key = (owner_name, attr)
+    if key in originals or not hasattr(owner, attr):
+        return
+    originals[key] = getattr(owner, attr)
+    setattr(owner, attr, make(originals[key]))
+
+
 # ============================================================================================
 # BEGIN SECTION: DataParallel (torch.nn.parallel.comm, torch._utils, DataParallel.__init__)
 # ============================================================================================
@@ -285,21 +296,14 @@ def _fa_on_cuda_driver() -> bool:
     return torch_musa.get_driver_name() == "cuda"
 
 
-def _fa_patch(owner, owner_name, attr, make) -> None:
-    key = (owner_name, attr)
-    if key in _fa_originals or not hasattr(owner, attr):
-        return  # installed already, or a torch without this function (nothing to adapt)
-    original = getattr(owner, attr)
-    _fa_originals[key] = original
-    setattr(owner, attr, make(original))
-
-
 def _fa_install_frontend(module) -> None:
-    _fa_patch(module, "torch.nn.attention.flex_attention", "_validate_device", _fa_wrap_validate_device)
+    _wrap_once(_fa_originals, module, "torch.nn.attention.flex_attention", "_validate_device",
+               _fa_wrap_validate_device)
 
 
 def _fa_install_choices(module) -> None:
-    _fa_patch(module.InductorChoices, "InductorChoices", "get_config_heuristics", _fa_wrap_get_config_heuristics)
+    _wrap_once(_fa_originals, module.InductorChoices, "InductorChoices", "get_config_heuristics",
+               _fa_wrap_get_config_heuristics)
 
 
 def install_flex_attention() -> None:
@@ -599,25 +603,19 @@ def _gt_wrap_dynamo_reset(torch_fn):
     return reset
 
 
-def _gt_patch(owner, owner_name, attr, make) -> None:
-    key = (owner_name, attr)
-    if key in _gt_originals or not hasattr(owner, attr):
-        return
-    _gt_originals[key] = getattr(owner, attr)
-    setattr(owner, attr, make(_gt_originals[key]))
-
-
 def install_graph_trees() -> None:
     """Installs the graph-tree wrappers when Inductor's modules load."""
     from torch_musa._import_hooks import after_import
 
-    after_import("torch._inductor.cudagraph_utils", lambda m: _gt_patch(
-        m, "torch._inductor.cudagraph_utils", "check_lowering_disable_cudagraph", _gt_wrap_check_lowering))
-    after_import("torch._inductor.cudagraph_trees", lambda m: _gt_patch(
-        m, "torch._inductor.cudagraph_trees", "cudagraphify_impl", _gt_wrap_cudagraphify_impl))
-    after_import("torch._dynamo", lambda m: _gt_patch(m, "torch._dynamo", "reset", _gt_wrap_dynamo_reset))
-    after_import("torch._inductor.output_code", lambda m: _gt_patch(
-        m.CompiledFxGraph, "CompiledFxGraph", "post_compile", _gt_wrap_post_compile))
+    after_import("torch._inductor.cudagraph_utils", lambda m: _wrap_once(
+        _gt_originals, m, "torch._inductor.cudagraph_utils", "check_lowering_disable_cudagraph",
+        _gt_wrap_check_lowering))
+    after_import("torch._inductor.cudagraph_trees", lambda m: _wrap_once(
+        _gt_originals, m, "torch._inductor.cudagraph_trees", "cudagraphify_impl", _gt_wrap_cudagraphify_impl))
+    after_import("torch._dynamo", lambda m: _wrap_once(
+        _gt_originals, m, "torch._dynamo", "reset", _gt_wrap_dynamo_reset))
+    after_import("torch._inductor.output_code", lambda m: _wrap_once(
+        _gt_originals, m.CompiledFxGraph, "CompiledFxGraph", "post_compile", _gt_wrap_post_compile))
 
 
 # ============================================================================================
