@@ -99,3 +99,9 @@ def profiler_anti_patterns_available() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("torch.profiler._pattern_matcher") is not None
+
+
+def autocast_runs_rms_norm_in_float32():
+    """torch 2.12 put rms_norm on autocast's float32 list (for cuda and musa alike); before it,
+    rms_norm under autocast keeps its input's dtype."""
+    return torch_version() >= (2, 12)
