@@ -135,16 +135,21 @@ bool any_of_dtypes(c10::ArrayRef<at::Tensor> ts, std::initializer_list<at::Scala
     if (t.defined() && std::find(dtypes.begin(), dtypes.end(), t.scalar_type()) != dtypes.end()) return true;
   return false;
 }
-// Whether the NCCL backend of this torch reduces float8 itself: -1 not known yet, 0 no, 1 yes.
-// NCCL has FP8 types from 2.24 (set_nccl_has_float8); torch hands them over for e4m3fn/e5m2 when
-// built with them, and refuses float8 reductions before it enqueues anything where it does not.
-std::atomic<int> nccl_reduces_float8{-1};
+// Whether the NCCL backend of this torch reduces float8 itself, per reduce op: kUnknown, kNo, kYes. NCCL has FP8 types from 2.24 (set_nccl_has_float8); torch hands them over for
+// e4m3fn/e5m2 when built with them, and refuses float8 reductions before it enqueues anything
+// where it does not. NCCL may take some ops and not others (seen on the H200, NCCL 2.28: SUM
+// yes, AVG "invalid argument"), so each op learns its own answer.
+enum Float8Support : int { kUnknown = 0, kNo = 1, kYes = 2 };
+constexpr size_t kReduceOps = 16;
+std::atomic<int> nccl_reduces_float8[kReduceOps];  // static storage: zero, kUnknown
 }  // namespace
 
-void set_nccl_has_float8(bool has) { nccl_reduces_float8.store(has ? -1 : 0); }
+void set_nccl_has_float8(bool has) {
+  for (auto& s : nccl_reduces_float8) s.store(has ? kUnknown : kNo);
+}
 
 template <class Launch>
-Works MCCLBackend::float8_aware(c10::ArrayRef<at::Tensor> tensors, Launch&& launch) {
+Works MCCLBackend::float8_aware(c10::ArrayRef<at::Tensor> tensors, const ReduceOp& reduce_op, Launch&& launch) {
   using at::ScalarType;
   if (!any_of_dtypes(tensors, {ScalarType::Float8_e4m3fn, ScalarType::Float8_e5m2, ScalarType::Float8_e4m3fnuz,
                                ScalarType::Float8_e5m2fnuz}))
@@ -156,24 +161,25 @@ Works MCCLBackend::float8_aware(c10::ArrayRef<at::Tensor> tensors, Launch&& laun
   // Work, which does not run its members' casts.
   auto widened = [&] {
     TORCH_CHECK(!coalescing_, "mccl: float8 reductions inside a coalescing block need NCCL's own FP8 "
-                "reductions (NCCL >= 2.24 under a torch that hands them over), which this process lacks; "
-                "run them outside the block, or upcast to bfloat16/float32");
+                "reductions (NCCL >= 2.24 under a torch that hands them over) for ", reduce_op.op_,
+                ", which this process lacks; run them outside the block, or upcast to bfloat16/float32");
     return launch(true);
   };
-  if (nccl_reduces_float8.load() == 0) return widened();
-  if (nccl_reduces_float8.load() == 1) return launch(false);
+  auto& known = nccl_reduces_float8[static_cast<size_t>(reduce_op.op_) % kReduceOps];
+  if (known.load() == kNo) return widened();
+  if (known.load() == kYes) return launch(false);
   try {
     auto work = launch(false);
-    nccl_reduces_float8.store(1);
+    known.store(kYes);
     return work;
   } catch (const c10::Error& e) {
-    // torch refuses (its "Float8" check) or NCCL does (ncclInvalidArgument: seen on the H200 with
-    // torch 2.11, checked before NCCL enqueues anything): widen from now on.
+    // torch refuses (its "Float8" check) or NCCL does (ncclInvalidArgument, checked before NCCL
+    // enqueues anything): widen this op from now on.
     std::string what = e.what_without_backtrace();
     if (what.find("Float8") == std::string::npos && what.find("float8") == std::string::npos &&
-        what.find("ncclInvalidArgument") == std::string::npos)
+        what.find("ncclInvalidArgument") == std::string::npos && what.find("invalid argument") == std::string::npos)
       throw;
-    nccl_reduces_float8.store(0);
+    known.store(kNo);
   }
   return widened();
 }
@@ -225,7 +231,7 @@ Works MCCLBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::Broad
 
 Works MCCLBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   agree("all_reduce", OpType::ALLREDUCE, opts.reduceOp.op_, -1, tensors);
-  return float8_aware(tensors, [&](bool widen) {
+  return float8_aware(tensors, opts.reduceOp, [&](bool widen) {
     CollectiveCall call("all_reduce", Movement::kReduce, getRank(), OpType::ALLREDUCE, widen);
     auto a = call.inout(tensors);
     auto o = reduction_options(opts, call, a, "all_reduce", any_bool(tensors));
@@ -235,7 +241,7 @@ Works MCCLBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::Allre
 
 Works MCCLBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   agree("allreduce_coalesced", OpType::ALLREDUCE_COALESCED, opts.reduceOp.op_, -1, tensors);
-  return float8_aware(tensors, [&](bool widen) {
+  return float8_aware(tensors, opts.reduceOp, [&](bool widen) {
     CollectiveCall call("allreduce_coalesced", Movement::kReduce, getRank(), OpType::ALLREDUCE_COALESCED, widen);
     auto a = call.inout(tensors);
     auto o = reduction_options(opts, call, a, "allreduce_coalesced", any_bool(tensors));
@@ -246,7 +252,7 @@ Works MCCLBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors, const c
 Works MCCLBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
   agree("reduce", OpType::REDUCE, opts.reduceOp.op_, opts.rootRank, tensors);
   bool root = getRank() == opts.rootRank;
-  return float8_aware(tensors, [&](bool widen) {
+  return float8_aware(tensors, opts.reduceOp, [&](bool widen) {
     CollectiveCall call("reduce", Movement::kReduce, getRank(), OpType::REDUCE, widen);
     // Gloo's reduce leaves partial results in every rank's buffer (and its PREMUL_SUM scales the
     // inputs first): off the root the library gets a private copy, so the caller's input stays as
@@ -320,7 +326,7 @@ Works MCCLBackend::scatter(std::vector<at::Tensor>& outputs, std::vector<std::ve
 Works MCCLBackend::reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                   const c10d::ReduceScatterOptions& opts) {
   agree("reduce_scatter", OpType::REDUCE_SCATTER, opts.reduceOp.op_, -1, outputs);
-  return float8_aware(outputs, [&](bool widen) {
+  return float8_aware(outputs, opts.reduceOp, [&](bool widen) {
     CollectiveCall call("reduce_scatter", Movement::kReduce, getRank(), OpType::REDUCE_SCATTER, widen);
     auto out = call.out(outputs);
     // Gloo's scaling for PREMUL_SUM must not touch the caller's inputs: they are staged.
@@ -336,7 +342,7 @@ Works MCCLBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input, c
   agree("reduce_scatter_tensor", OpType::_REDUCE_SCATTER_BASE, opts.reduceOp.op_, -1, output);
   TORCH_CHECK(input.numel() == output.numel() * getSize(), "mccl reduce_scatter_tensor: the input has ",
               input.numel(), " elements; it needs output.numel() * world_size = ", output.numel() * getSize());
-  return float8_aware(output, [&](bool widen) {
+  return float8_aware(output, opts.reduceOp, [&](bool widen) {
     CollectiveCall call("reduce_scatter_tensor", Movement::kReduce, getRank(), OpType::_REDUCE_SCATTER_BASE, widen);
     auto out = call.out(output);
     auto in = call.in(input, /*writable=*/gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);
@@ -349,7 +355,7 @@ Works MCCLBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input, c
 Works MCCLBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                    const c10d::ReduceScatterOptions& opts) {
   agree("reduce_scatter_tensor_coalesced", OpType::COALESCED, opts.reduceOp.op_, -1, outputs);
-  return float8_aware(outputs, [&](bool widen) {
+  return float8_aware(outputs, opts.reduceOp, [&](bool widen) {
     CollectiveCall call("reduce_scatter_tensor_coalesced", Movement::kReduce, getRank(), OpType::COALESCED, widen);
     auto out = call.out(outputs);
     auto in = call.in(inputs, /*writable=*/gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);

@@ -103,7 +103,8 @@ class MCCLBackend : public c10d::Backend {
   // can (NCCL >= 2.24 under a torch that passes its FP8 types: tried once, remembered); otherwise
   // (Gloo, older NCCL or torch) `widen` makes the call reduce float32 copies and cast the result back.
   template <class Launch>
-  c10::intrusive_ptr<c10d::Work> float8_aware(c10::ArrayRef<at::Tensor> tensors, Launch&& launch);
+  c10::intrusive_ptr<c10d::Work> float8_aware(c10::ArrayRef<at::Tensor> tensors, const c10d::ReduceOp& reduce_op,
+                                              Launch&& launch);
 
   // The library's options for a call: the caller's. NCCL (cuda driver) runs a synchronous
   // collective on the caller's current stream, the musa stream's CUDA stream, and hands back no
