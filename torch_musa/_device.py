@@ -1,5 +1,5 @@
 """Device management, shaped like torch.cuda's."""
-from collections import namedtuple
+import dataclasses
 from typing import Any, Optional, Union
 
 import torch
@@ -106,11 +106,21 @@ def synchronize(device: _DeviceLike = None) -> None:
     _C._synchronize(_check_index(_index(device)))
 
 
-_MusaDeviceProperties = namedtuple(
-    "_MusaDeviceProperties",
-    ["name", "total_memory", "multi_processor_count", "major", "minor", "warp_size", "max_threads_per_block",
-     "L2_cache_size", "is_host_emulated", "uuid"],
-)
+@dataclasses.dataclass(frozen=True)
+class _MusaDeviceProperties:
+    """A device's properties (the attributes of torch.cuda's _CudaDeviceProperties that apply).
+    A plain object, not a tuple: Dynamo folds it to a constant as it folds torch.cuda's (torch
+    2.11's Dynamo takes a namedtuple for a list and stops)."""
+    name: str
+    total_memory: int
+    multi_processor_count: int
+    major: int
+    minor: int
+    warp_size: int
+    max_threads_per_block: int
+    L2_cache_size: int
+    is_host_emulated: bool
+    uuid: str
 
 
 def get_device_properties(device: _DeviceLike = None) -> Any:

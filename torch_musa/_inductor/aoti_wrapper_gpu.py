@@ -86,6 +86,7 @@ class MusaCppWrapperGpu(CppWrapperGpu):
 
     def __init__(self):
         super().__init__()  # a CUDA wrapper already: Inductor's GPU type stays "cuda"
+        self._use_kernel_device_codegen()
         # The C++ build, its headers and the package's device key (its runner) are CUDA's.
         V.graph.device_type = _kernel_device(V.graph.device_type)
         V.graph.device_ops = get_device_op_overrides(V.graph.device_type)
@@ -121,7 +122,15 @@ class MusaCppWrapperGpu(CppWrapperGpu):
         return super()._define_kernel_helper(kernel_name, as_cuda_kernel(kernel_body), *args, **kwargs)
 
     # -- the model's musa edges ---------------------------------------------------------
+    def _use_kernel_device_codegen(self):
+        # CUDA's code generation, whatever device this torch version's wrapper took from the
+        # graph before the musa graph became a CUDA one (torch 2.11 took the CPU's, and its
+        # header stopped on "kernel_driver").
+        self.device = _KERNEL_DEVICE
+        self.device_codegen = get_device_op_overrides(_KERNEL_DEVICE)
+
     def write_header(self):
+        self._use_kernel_device_codegen()  # runs inside the base __init__, before ours resumes
         super().write_header()
         if not V.graph.is_const_graph:
             self.header.splice(_EDGE_HELPERS)

@@ -33,6 +33,11 @@ def register() -> None:
     from torch_musa import streams
 
     UserDefinedClassVariable._in_graph_classes().update({torch_musa.Stream, torch_musa.Event})
+    # get_device_properties() folds to a constant object, as torch.cuda's _CudaDeviceProperties
+    from torch._dynamo.utils import common_constant_types
+    from torch_musa._device import _MusaDeviceProperties
+
+    common_constant_types.add(_MusaDeviceProperties)
     for name in _FOLDED_UNDER_GUARD:
         torch_variables.constant_fold_functions_need_guards[getattr(torch_musa, name)] = None
     for name in _FOLDED:
