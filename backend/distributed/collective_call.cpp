@@ -112,10 +112,15 @@ at::Tensor CollectiveCall::alias(const at::Tensor& musa, Role role, bool writabl
   // The alias holds a reference to the musa storage: the library may keep it
   // past this call (an async collective the caller never waits for).
   c10::Storage keep = t.storage();
-  auto options = at::TensorOptions()
-                     .dtype(library_dtype(t.scalar_type()))
-                     .device(kernel_device().device_for(t.device().index()));
-  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), [keep](void*) {}, options);
+  c10::Device device = kernel_device().device_for(t.device().index());
+  // The device is named (target_device), so no pointer query (cudaPointerGetAttributes) is
+  // paid per alias on the collective's path.
+  return at::for_blob(t.data_ptr(), t.sizes())
+      .strides(t.strides())
+      .deleter([keep](void*) {})
+      .options(at::TensorOptions().dtype(library_dtype(t.scalar_type())).device(device))
+      .target_device(device)
+      .make_tensor();
 }
 
 std::vector<at::Tensor> CollectiveCall::inout(std::vector<at::Tensor>& tensors) {
