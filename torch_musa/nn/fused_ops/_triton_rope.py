@@ -1,24 +1,30 @@
-"""RoPE's Triton kernels (cuda driver): the index form of rope.cpp, several head rows per
-program. Forward: y[j] = u[j] c[j] + sign(j) u[q(j)] s[j] with u[j] = x[p(j)]; backward (the
-transpose): dx[p(j)] = g[j] c[j] - sign(j) g[q(j)] s[q(j)]. cos/sin come from the angles once per
-call, in float32 (seq x rot_dim, small next to the input; Triton's own cos is an approximation
-that loses accuracy past a few hundred radians, which long sequences reach)."""
+"""RoPE's Triton kernels (cuda driver): the index form of rope.cpp. Forward: y[j] = u[j] c[j] +
+sign(j) u[q(j)] s[j] with u[j] = x[p(j)]; backward (the transpose): dx[p(j)] = g[j] c[j] -
+sign(j) g[q(j)] s[q(j)]. A program takes rows of one position (rows come in runs of `inner`
+rows sharing a position in both layouts), so it computes that position's cos/sin once, in
+float32 with libdevice's cosf/sinf (CUDA's, which reduce any angle's range; Triton's own cos is
+an approximation that loses accuracy past a few hundred radians, which long sequences reach).
+No separate cos/sin launches: the op is host-bound on the GPU, one launch per direction."""
 
 from __future__ import annotations
 
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 
 @triton.jit
-def _rope_kernel(x_ptr, cos_ptr, sin_ptr, y_ptr, n_rows, D, R, S, inner,
+def _rope_kernel(x_ptr, f_ptr, y_ptr, D, R, S, inner, f_stride,
                  INTERLEAVED: tl.constexpr, MLA: tl.constexpr, BACKWARD: tl.constexpr,
                  BLOCK_R: tl.constexpr, BLOCK_P: tl.constexpr, ROWS: tl.constexpr):
-    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
-    rmask = rows < n_rows
-    pos = (rows // inner) % S
+    run = tl.program_id(0).to(tl.int64)
+    r = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
+    rmask = r < inner
+    rows = run * inner + r
+    pos = run % S
     j = tl.arange(0, BLOCK_R)
+    jmask = j < R
     h = R // 2
     if INTERLEAVED:
         q = j ^ 1
@@ -32,22 +38,21 @@ def _rope_kernel(x_ptr, cos_ptr, sin_ptr, y_ptr, n_rows, D, R, S, inner,
     else:
         p = j
         pq = q
-    m2 = rmask[:, None] & (j < R)[None, :]
+    angle = tl.load(f_ptr + pos * f_stride + j, mask=jmask, other=0.0).to(tl.float32)
+    c = libdevice.cos(angle)
+    m2 = rmask[:, None] & jmask[None, :]
     base = rows[:, None] * D
-    fbase = pos[:, None] * R
     if BACKWARD:
+        sq = libdevice.sin(tl.load(f_ptr + pos * f_stride + q, mask=jmask, other=0.0).to(tl.float32))
         g = tl.load(x_ptr + base + j[None, :], mask=m2, other=0.0).to(tl.float32)
         gq = tl.load(x_ptr + base + q[None, :], mask=m2, other=0.0).to(tl.float32)
-        c = tl.load(cos_ptr + fbase + j[None, :], mask=m2, other=0.0)
-        sq = tl.load(sin_ptr + fbase + q[None, :], mask=m2, other=0.0)
-        out = g * c - sign[None, :] * gq * sq
+        out = g * c[None, :] - sign[None, :] * gq * sq[None, :]
         tl.store(y_ptr + base + p[None, :], out.to(y_ptr.dtype.element_ty), mask=m2)
     else:
+        s = libdevice.sin(angle)
         a = tl.load(x_ptr + base + p[None, :], mask=m2, other=0.0).to(tl.float32)
         b = tl.load(x_ptr + base + pq[None, :], mask=m2, other=0.0).to(tl.float32)
-        c = tl.load(cos_ptr + fbase + j[None, :], mask=m2, other=0.0)
-        s = tl.load(sin_ptr + fbase + j[None, :], mask=m2, other=0.0)
-        out = a * c + sign[None, :] * b * s
+        out = a * c[None, :] + sign[None, :] * b * s[None, :]
         tl.store(y_ptr + base + j[None, :], out.to(y_ptr.dtype.element_ty), mask=m2)
     if BLOCK_P > 0:  # features past rot_dim pass through
         k = R + tl.arange(0, BLOCK_P)
@@ -62,14 +67,15 @@ def rope(x: torch.Tensor, freq: torch.Tensor, interleaved: bool, batch_first: bo
     if x.numel() == 0:
         return y
     S, D, R = freq.shape[0], x.shape[3], freq.shape[-1]
-    f = freq.reshape(S, R).float()  # two small launches (CUDA's cosf/sinf reduce any angle's range)
-    cos, sin = f.cos(), f.sin()
-    inner = x.shape[2] if batch_first else x.shape[1] * x.shape[2]
+    f = freq.reshape(S, R)
+    if f.stride(1) != 1:
+        f = f.contiguous()
+    inner = x.shape[2] if batch_first else x.shape[1] * x.shape[2]  # rows sharing a position, in a run
     n_rows = x.numel() // D
     block_r = triton.next_power_of_2(R)
     block_p = triton.next_power_of_2(D - R) if D > R else 0
-    rows = max(1, min(64, 4096 // max(block_r, block_p)))
-    _rope_kernel[(triton.cdiv(n_rows, rows),)](
-        x, cos, sin, y, n_rows, D, R, S, inner, INTERLEAVED=interleaved, MLA=mla, BACKWARD=backward,
+    rows = max(1, min(64, 4096 // max(block_r, block_p), triton.next_power_of_2(inner)))
+    _rope_kernel[(n_rows // inner, triton.cdiv(inner, rows))](
+        x, f, y, D, R, S, inner, f.stride(0), INTERLEAVED=interleaved, MLA=mla, BACKWARD=backward,
         BLOCK_R=block_r, BLOCK_P=block_p, ROWS=rows, num_warps=4)
     return y
