@@ -68,18 +68,7 @@ def _fake_backward(grad_rows, self, target, lse, weight, ignore_index):
     return torch.empty_like(self, memory_format=torch.contiguous_format)
 
 
-def _setup(ctx, inputs, output):
-    x, t, w, ctx.ignore_index = inputs
-    ctx.save_for_backward(x, t, output[1], w)
-    ctx.mark_non_differentiable(output[1])
-
-
-def _backward(ctx, grad_rows, _grad_lse):
-    x, t, lse, w = ctx.saved_tensors
-    return ops._fused_cross_entropy_2d_backward(grad_rows, x, t, lse, w, ctx.ignore_index), None, None, None
-
-
-torch.library.register_autograd("musa_fused::_fused_cross_entropy_2d_forward", _backward, setup_context=_setup)
+# Autograd: backend/fused_llm/autograd.cpp (C++, for the host cost of these host-bound ops on the GPU).
 
 
 def _cuda_forward(self, target, weight, ignore_index):

@@ -57,20 +57,7 @@ def _fake_backward(grad_out, invvar, input, normalized_shape, eps, weight=None):
     return torch.empty_like(input, memory_format=torch.contiguous_format), dw
 
 
-def _setup(ctx, inputs, output):
-    x, shape, eps, w = inputs
-    ctx.shape, ctx.eps = shape, eps
-    ctx.save_for_backward(x, output[1], w)
-    ctx.mark_non_differentiable(output[1])
-
-
-def _backward(ctx, grad, _grad_invvar):
-    x, invvar, w = ctx.saved_tensors
-    dx, dw = ops._fused_rmsnorm_backward(grad, invvar, x, ctx.shape, ctx.eps, w)
-    return dx, None, None, (dw if w is not None else None)
-
-
-torch.library.register_autograd("musa_fused::_fused_rmsnorm_forward", _backward, setup_context=_setup)
+# Autograd: backend/fused_llm/autograd.cpp (C++, for the host cost of these host-bound ops on the GPU).
 
 
 def _cuda_forward(input, normalized_shape, eps, weight=None):

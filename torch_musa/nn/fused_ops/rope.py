@@ -76,16 +76,7 @@ def _fake_backward(grad, freq_cis, rotary_interleaved, batch_first, multi_latent
     return torch.empty_like(grad, memory_format=torch.contiguous_format)
 
 
-def _setup(ctx, inputs, output):
-    _, ctx.freq_cis, ctx.interleaved, ctx.batch_first, ctx.mla = inputs
-
-
-def _backward(ctx, grad):
-    g = ops._fused_rope_backward(grad, ctx.freq_cis, ctx.interleaved, ctx.batch_first, ctx.mla)
-    return g, None, None, None, None
-
-
-torch.library.register_autograd("musa_fused::_fused_rope_forward", _backward, setup_context=_setup)
+# Autograd: backend/fused_llm/autograd.cpp (C++, for the host cost of these host-bound ops on the GPU).
 
 
 def _cuda_forward(input, freq_cis, rotary_interleaved, batch_first, multi_latent_attention=False):

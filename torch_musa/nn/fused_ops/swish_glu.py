@@ -54,16 +54,7 @@ def _fake_backward(grad, input):
     return torch.empty_like(input, memory_format=torch.contiguous_format)
 
 
-def _setup(ctx, inputs, output):
-    ctx.save_for_backward(inputs[0])
-
-
-def _backward(ctx, grad):
-    (x,) = ctx.saved_tensors
-    return ops._fused_swiglu_backward(grad, x)
-
-
-torch.library.register_autograd("musa_fused::_fused_swiglu_forward", _backward, setup_context=_setup)
+# Autograd: backend/fused_llm/autograd.cpp (C++, for the host cost of these host-bound ops on the GPU).
 
 
 def _cuda_forward(input):
