@@ -38,14 +38,14 @@ def _fwd_kernel(x_ptr, t_ptr, w_ptr, loss_ptr, lse_ptr, C, ignore_index, HAS_W: 
 
 
 @triton.jit
-def _bwd_kernel(g_ptr, x_ptr, t_ptr, w_ptr, lse_ptr, dx_ptr, C, ignore_index, HAS_W: tl.constexpr,
+def _bwd_kernel(g_ptr, g_stride, x_ptr, t_ptr, w_ptr, lse_ptr, dx_ptr, C, ignore_index, HAS_W: tl.constexpr,
                 BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     msk = cols < C
     t = tl.load(t_ptr + row).to(tl.int64)
     ok = (t >= 0) & (t < C) & (t != ignore_index)
-    scale = tl.load(g_ptr + row).to(tl.float32)
+    scale = tl.load(g_ptr + row * g_stride).to(tl.float32)
     if HAS_W:
         scale = scale * tl.load(w_ptr + t, mask=ok, other=0.0).to(tl.float32)
     scale = tl.where(ok, scale, 0.0)
@@ -71,11 +71,11 @@ def ce_forward(x, t, w, ignore_index):
 def ce_backward(g, x, t, lse, w, ignore_index):
     x = x.contiguous()
     M, C = x.shape
-    g = g.float().expand(M).contiguous()
+    g = g.float().expand(M)  # a mean's or sum's gradient is one number broadcast: read with stride 0, no copy
     dx = torch.empty_like(x)
     if M and C:
         block = min(_BLOCK, triton.next_power_of_2(max(C, 16)))
         wc = w.contiguous() if w is not None else x
-        _bwd_kernel[(M, triton.cdiv(C, block))](g, x, t.contiguous(), wc, lse.contiguous(), dx, C, ignore_index,
+        _bwd_kernel[(M, triton.cdiv(C, block))](g, g.stride(0), x, t.contiguous(), wc, lse.contiguous(), dx, C, ignore_index,
                                                  HAS_W=w is not None, BLOCK=block, num_warps=8)
     return dx
