@@ -11,6 +11,7 @@
 
 #include "core/device.h"
 #include "core/musa_check.h"
+#include "graphs/capture_state.h"
 #include "core/stream.h"
 
 namespace torch_musa::profiler {
@@ -111,9 +112,11 @@ void DeviceRange::begin(c10::DeviceIndex device, const char* name, ActivityKind 
   if (device_work) {
     stream = current_stream(device);
     native = native_stream(stream);
-    // A capturing stream records graph nodes, not timed work: its replay is the activity.
+    // A capturing stream records graph nodes, not timed work: its replay is the activity. Only
+    // asked while some capture runs (a runtime call per op is what the profiler must not add).
     musaStreamCaptureStatus status = musaStreamCaptureStatusNone;
-    if (musaStreamIsCapturing(native, &status) != musaSuccess || status != musaStreamCaptureStatusNone)
+    if (graphs::any_capture_underway() &&
+        (musaStreamIsCapturing(native, &status) != musaSuccess || status != musaStreamCaptureStatusNone))
       device_work = false;
   }
   int32_t tid = libkineto::systemThreadId();
