@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 import torch_musa
+from torch_musa import _version_gate as version_gate
 
 _NAME = "torch_musa._inductor._musa_cudagraph_trees"
 _module = None
@@ -172,7 +173,7 @@ def tree_module() -> types.ModuleType:
         for key in _TLS_KEYS:
             if hasattr(cuda_trees.local, key):
                 torch._C._stash_obj_in_tls(key, getattr(cuda_trees.local, key))
-        module._initialize_tls(module.local)
+        version_gate.stash_graph_tree_tls(module, _TLS_KEYS)
         # torch.compiler.cudagraph_mark_step_begin() marks steps for every device's trees.
         module.MarkStepBox = cuda_trees.MarkStepBox
         # torch.cond as CUDA conditional graph nodes (torch.cuda only): MUSA Graph has none.
