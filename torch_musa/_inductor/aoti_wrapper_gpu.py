@@ -125,9 +125,12 @@ class MusaCppWrapperGpu(CppWrapperGpu):
     def _use_kernel_device_codegen(self):
         # CUDA's code generation, whatever device this torch version's wrapper took from the
         # graph before the musa graph became a CUDA one (torch 2.11 took the CPU's, and its
-        # header stopped on "kernel_driver").
+        # header stopped on "kernel_driver"). CUDA's class itself: 2.11's table lookup skips
+        # torch's own entries once a backend registered first (backend.py now fills it first).
+        from torch._inductor.codegen.cuda.device_op_overrides import CUDADeviceOpOverrides
+
         self.device = _KERNEL_DEVICE
-        self.device_codegen = get_device_op_overrides(_KERNEL_DEVICE)
+        self.device_codegen = CUDADeviceOpOverrides()
 
     def write_header(self):
         self._use_kernel_device_codegen()  # runs inside the base __init__, before ours resumes

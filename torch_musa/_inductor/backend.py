@@ -20,7 +20,7 @@ and raw streams.
 """
 from __future__ import annotations
 
-from torch._inductor.codegen.common import DeviceOpOverrides, register_device_op_overrides
+from torch._inductor.codegen.common import DeviceOpOverrides, get_device_op_overrides, register_device_op_overrides
 
 import torch_musa
 
@@ -86,6 +86,9 @@ def _fx_wrapper():
 def _register() -> None:
     from torch._inductor.codegen.common import register_backend_for_device
 
+    # torch's own table first: torch 2.11 fills it (cuda's, cpu's) only while it is empty, so
+    # an entry added before would leave "cuda" out of it.
+    get_device_op_overrides("cpu")
     register_device_op_overrides(_TYPE, MusaDeviceOpOverrides())
     if _on_gpu():
         from torch._inductor import utils
