@@ -135,10 +135,11 @@ bool any_of_dtypes(c10::ArrayRef<at::Tensor> ts, std::initializer_list<at::Scala
     if (t.defined() && std::find(dtypes.begin(), dtypes.end(), t.scalar_type()) != dtypes.end()) return true;
   return false;
 }
-// Whether the NCCL backend of this torch reduces float8 itself, per reduce op: kUnknown, kNo, kYes. NCCL has FP8 types from 2.24 (set_nccl_has_float8); torch hands them over for
+// Whether the NCCL backend of this torch reduces float8 itself, per reduce op: kUnknown, kNo,
+// kYes. NCCL has FP8 types from 2.24 (set_nccl_has_float8); torch hands them over for
 // e4m3fn/e5m2 when built with them, and refuses float8 reductions before it enqueues anything
-// where it does not. NCCL may take some ops and not others (seen on the H200, NCCL 2.28: SUM
-// yes, AVG "invalid argument"), so each op learns its own answer.
+// where it does not. NCCL may take some ops and not others (seen on the H200, NCCL 2.28: one
+// float8 reduction taken, a later one refused with "invalid argument"), so each op learns its own.
 enum Float8Support : int { kUnknown = 0, kNo = 1, kYes = 2 };
 constexpr size_t kReduceOps = 16;
 std::atomic<int> nccl_reduces_float8[kReduceOps];  // static storage: zero, kUnknown
@@ -161,8 +162,8 @@ Works MCCLBackend::float8_aware(c10::ArrayRef<at::Tensor> tensors, const ReduceO
   // Work, which does not run its members' casts.
   auto widened = [&] {
     TORCH_CHECK(!coalescing_, "mccl: float8 reductions inside a coalescing block need NCCL's own FP8 "
-                "reductions (NCCL >= 2.24 under a torch that hands them over) for ", reduce_op.op_,
-                ", which this process lacks; run them outside the block, or upcast to bfloat16/float32");
+                "reductions (NCCL >= 2.24 under a torch that hands them over) for this reduce op, which this "
+                "process lacks; run them outside the block, or upcast to bfloat16/float32");
     return launch(true);
   };
   auto& known = nccl_reduces_float8[static_cast<size_t>(reduce_op.op_) % kReduceOps];
@@ -177,7 +178,7 @@ Works MCCLBackend::float8_aware(c10::ArrayRef<at::Tensor> tensors, const ReduceO
     // enqueues anything): widen this op from now on.
     std::string what = e.what_without_backtrace();
     if (what.find("Float8") == std::string::npos && what.find("float8") == std::string::npos &&
-        what.find("ncclInvalidArgument") == std::string::npos && what.find("invalid argument") == std::string::npos)
+        what.find("ncclInvalidArgument") == std::string::npos)
       throw;
     known.store(kNo);
   }

@@ -53,7 +53,8 @@ struct RMSNorm : torch::autograd::Function<RMSNorm> {
   static variable_list forward(AutogradContext* ctx, const Tensor& input, c10::SymIntArrayRef normalized_shape,
                                double eps, const std::optional<Tensor>& weight) {
     static auto fwd = op<std::tuple<Tensor, Tensor>(const Tensor&, c10::SymIntArrayRef, double,
-                                                    const std::optional<Tensor>&)>("musa_fused::_fused_rmsnorm_forward");
+                                                    const std::optional<Tensor>&)>(
+        "musa_fused::_fused_rmsnorm_forward");
     at::AutoDispatchBelowADInplaceOrView below;
     auto [out, invvar] = fwd.call(input, normalized_shape, eps, weight);
     ctx->save_for_backward({input, invvar, weight.value_or(Tensor())});

@@ -2,9 +2,10 @@
 // the names and arguments are torch_musa's aten additions where it has them
 // (_fused_rope_*, _fused_swiglu_*, _fused_rmsnorm_*); the 2-D cross entropy
 // saves each row's log-sum-exp for its backward (one pass over the logits
-// less than recomputing it). Autograd, fake kernels and the Python API are in
-// torch_musa/nn/fused_ops; the CPU kernels beside this file run on the host
-// driver (the op layer delegates musa calls), Triton kernels on the cuda one.
+// less than recomputing it). Autograd is beside this file (autograd.cpp); fake
+// kernels and the Python API are in torch_musa/nn/fused_ops; the CPU kernels
+// beside this file run on the host driver (the op layer delegates musa calls),
+// Triton kernels on the cuda one.
 #include <torch/library.h>
 
 TORCH_LIBRARY(musa_fused, m) {

@@ -11,8 +11,8 @@
 
 #include "core/device.h"
 #include "core/musa_check.h"
-#include "graphs/capture_state.h"
 #include "core/stream.h"
+#include "graphs/capture_state.h"
 
 namespace torch_musa::profiler {
 namespace detail {

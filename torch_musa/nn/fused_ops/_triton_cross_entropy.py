@@ -71,11 +71,11 @@ def ce_forward(x, t, w, ignore_index):
 def ce_backward(g, x, t, lse, w, ignore_index):
     x = x.contiguous()
     M, C = x.shape
-    g = g.float().expand(M)  # a mean's or sum's gradient is one number broadcast: read with stride 0, no copy
+    g = g.float().expand(M)  # a mean's or sum's gradient is one number, broadcast: read at stride 0
     dx = torch.empty_like(x)
     if M and C:
         block = min(_BLOCK, triton.next_power_of_2(max(C, 16)))
         wc = w.contiguous() if w is not None else x
-        _bwd_kernel[(M, triton.cdiv(C, block))](g, g.stride(0), x, t.contiguous(), wc, lse.contiguous(), dx, C, ignore_index,
-                                                 HAS_W=w is not None, BLOCK=block, num_warps=8)
+        _bwd_kernel[(M, triton.cdiv(C, block))](g, g.stride(0), x, t.contiguous(), wc, lse.contiguous(), dx, C,
+                                                 ignore_index, HAS_W=w is not None, BLOCK=block, num_warps=8)
     return dx
