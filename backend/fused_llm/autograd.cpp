@@ -79,24 +79,31 @@ struct RMSNorm : torch::autograd::Function<RMSNorm> {
 
 struct CrossEntropy2d : torch::autograd::Function<CrossEntropy2d> {
   static variable_list forward(AutogradContext* ctx, const Tensor& self, const Tensor& target,
-                               const std::optional<Tensor>& weight, int64_t ignore_index) {
-    static auto fwd = op<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const std::optional<Tensor>&,
-                                                    int64_t)>("musa_fused::_fused_cross_entropy_2d_forward");
+                               const std::optional<Tensor>& weight, int64_t ignore_index, int64_t reduction,
+                               std::optional<at::ScalarType> loss_dtype) {
+    static auto fwd = op<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const std::optional<Tensor>&,
+                                                            int64_t, int64_t, std::optional<at::ScalarType>)>(
+        "musa_fused::_fused_cross_entropy_2d_forward");
     at::AutoDispatchBelowADInplaceOrView below;
-    auto [rows, lse] = fwd.call(self, target, weight, ignore_index);
-    ctx->save_for_backward({self, target, lse, weight.value_or(Tensor())});
+    auto [loss, lse, denom] = fwd.call(self, target, weight, ignore_index, reduction, loss_dtype);
+    ctx->save_for_backward({self, target, lse, denom, weight.value_or(Tensor())});
     ctx->saved_data["ignore_index"] = ignore_index;
-    ctx->mark_non_differentiable({lse});
-    return {rows, lse};
+    ctx->saved_data["reduction"] = reduction;
+    ctx->mark_non_differentiable({lse, denom});
+    return {loss, lse, denom};
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    static auto bwd = op<Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                                const std::optional<Tensor>&, int64_t)>("musa_fused::_fused_cross_entropy_2d_backward");
-    if (!grads[0].defined()) return {Tensor(), Tensor(), Tensor(), Tensor()};  // only lse was used
+    static auto bwd = op<Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                const std::optional<Tensor>&, int64_t, int64_t)>(
+        "musa_fused::_fused_cross_entropy_2d_backward");
+    const variable_list none(6);
+    if (!grads[0].defined()) return none;  // only lse or denom was used
     auto saved = ctx->get_saved_variables();
-    std::optional<Tensor> w = saved[3].defined() ? std::optional<Tensor>(saved[3]) : std::nullopt;
-    return {bwd.call(grads[0], saved[0], saved[1], saved[2], w, ctx->saved_data["ignore_index"].toInt()), Tensor(),
-            Tensor(), Tensor()};
+    std::optional<Tensor> w = saved[4].defined() ? std::optional<Tensor>(saved[4]) : std::nullopt;
+    variable_list out = none;
+    out[0] = bwd.call(grads[0], saved[0], saved[1], saved[2], saved[3], w, ctx->saved_data["ignore_index"].toInt(),
+                      ctx->saved_data["reduction"].toInt());
+    return out;
   }
 };
 
@@ -109,10 +116,11 @@ std::tuple<Tensor, Tensor> rmsnorm_autograd(const Tensor& input, c10::SymIntArra
   auto r = RMSNorm::apply(input, normalized_shape, eps, weight);
   return {r[0], r[1]};
 }
-std::tuple<Tensor, Tensor> cross_entropy_autograd(const Tensor& self, const Tensor& target,
-                                                  const std::optional<Tensor>& weight, int64_t ignore_index) {
-  auto r = CrossEntropy2d::apply(self, target, weight, ignore_index);
-  return {r[0], r[1]};
+std::tuple<Tensor, Tensor, Tensor> cross_entropy_autograd(const Tensor& self, const Tensor& target,
+                                                          const std::optional<Tensor>& weight, int64_t ignore_index,
+                                                          int64_t reduction, std::optional<at::ScalarType> loss_dtype) {
+  auto r = CrossEntropy2d::apply(self, target, weight, ignore_index, reduction, loss_dtype);
+  return {r[0], r[1], r[2]};
 }
 
 }  // namespace

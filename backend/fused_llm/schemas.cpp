@@ -1,8 +1,10 @@
 // The fused LLM ops' schemas, in torch_musa's namespace for them (musa_fused):
 // the names and arguments are torch_musa's aten additions where it has them
 // (_fused_rope_*, _fused_swiglu_*, _fused_rmsnorm_*); the 2-D cross entropy
-// saves each row's log-sum-exp for its backward (one pass over the logits
-// less than recomputing it). Autograd is beside this file (autograd.cpp); fake
+// reduces its rows itself (reduction 0 none, 1 mean, 2 sum, as aten's enum:
+// on the GPU each separate reduction op costs more host time than its kernel)
+// and saves each row's log-sum-exp and the mean's denominator (the weights of
+// the non-ignored targets) for its backward. Autograd is beside this file (autograd.cpp); fake
 // kernels and the Python API are in torch_musa/nn/fused_ops; the CPU kernels
 // beside this file run on the host driver (the op layer delegates musa calls),
 // Triton kernels on the cuda one.
@@ -19,8 +21,8 @@ TORCH_LIBRARY(musa_fused, m) {
         "-> (Tensor output, Tensor invvar)");
   m.def("_fused_rmsnorm_backward(Tensor grad_out, Tensor invvar, Tensor input, SymInt[] normalized_shape, "
         "float eps, Tensor? weight=None) -> (Tensor grad_input, Tensor grad_weight)");
-  m.def("_fused_cross_entropy_2d_forward(Tensor self, Tensor target, Tensor? weight, int ignore_index) "
-        "-> (Tensor row_loss, Tensor lse)");
-  m.def("_fused_cross_entropy_2d_backward(Tensor grad_rows, Tensor self, Tensor target, Tensor lse, "
-        "Tensor? weight, int ignore_index) -> Tensor");
+  m.def("_fused_cross_entropy_2d_forward(Tensor self, Tensor target, Tensor? weight, int ignore_index, "
+        "int reduction=0, ScalarType? loss_dtype=None) -> (Tensor loss, Tensor lse, Tensor denom)");
+  m.def("_fused_cross_entropy_2d_backward(Tensor grad_loss, Tensor self, Tensor target, Tensor lse, Tensor denom, "
+        "Tensor? weight, int ignore_index, int reduction=0) -> Tensor");
 }

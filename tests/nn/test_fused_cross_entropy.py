@@ -57,3 +57,25 @@ def test_out_of_range_target_is_an_error_or_nan(device):
             F.cross_entropy(x, t)
     else:  # a GPU kernel cannot raise: the row's loss is NaN instead of a read past the row
         assert torch.isnan(F.cross_entropy(x, t)).item()
+
+
+def test_the_op_reduces_itself_and_returns_the_mean_denominator(device):
+    """One fused op forward, whatever the reduction (no separate sum/count/divide ops): its loss
+    and denominator against the composition, and a clear error for an unknown reduction."""
+    torch.manual_seed(0)
+    x, t, w = torch.randn(M, C), torch.randint(0, C, (M,)), torch.rand(C) + 0.5
+    t[[2, 7]] = -100
+    for red, name in ((0, "none"), (1, "mean"), (2, "sum")):
+        loss, lse, denom = torch.ops.musa_fused._fused_cross_entropy_2d_forward(
+            x.to(device), t.to(device), w.to(device), -100, red, torch.float64)
+        assert loss.dtype == torch.float64 and loss.shape == ((M,) if red == 0 else ())
+        torch.testing.assert_close(loss.cpu(), ref.cross_entropy(x.double(), t, w.double(), reduction=name))
+        torch.testing.assert_close(lse.cpu(), torch.logsumexp(x, -1))
+        torch.testing.assert_close(denom.cpu(), w[t[t != -100]].sum())
+    xd, td = x.to(device), t.to(device)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        F.cross_entropy(xd, td)
+    keys = {e.key for e in prof.key_averages()}
+    assert not keys & {"aten::sum", "aten::div", "aten::ne", "aten::_to_copy"}, keys
+    with pytest.raises(ValueError, match="reduction must be 0 \\(none\\), 1 \\(mean\\) or 2 \\(sum\\)"):
+        torch.ops.musa_fused._fused_cross_entropy_2d_forward(x.to(device), t.to(device), None, -100, 3)

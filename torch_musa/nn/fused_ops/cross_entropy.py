@@ -1,8 +1,10 @@
 """Fused 2-D cross entropy: F.cross_entropy on 2-D musa logits with class-index targets and no
 label smoothing takes a fused path, as torch_musa's (which asks cross_entropy_loss_2d_choice and
 runs _fused_cross_entropy_loss_2d_forward there). The kernel reads the logits once forward (each
-row's loss and log-sum-exp) and once backward (writing the gradient); the reduction over the rows
-(mean over the targets' weights, sum, none) is plain torch on M numbers. The loss has the logits'
+row's loss and log-sum-exp) and once backward (writing the gradient). The op reduces the rows
+itself (mean over the targets' weights, sum, none) and writes the loss in its final dtype: on the
+GPU this op is host-bound, and the reduction as separate torch ops (sum, compare, count, divide,
+cast, and their backward nodes) cost more host time than the kernels. The loss has the logits'
 dtype, as torch_musa's; under autocast float32, as CUDA's. torch's aten::cross_entropy_loss is a composite op; its musa path is a
 kernel for the AutogradPrivateUse1 key, other devices keep torch's.
 Kernels: backend/fused_llm/cross_entropy.cpp (host), _triton_cross_entropy.py (cuda)."""
@@ -29,60 +31,52 @@ def fused_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = N
     """Cross entropy of 2-D logits (rows, classes) against class indices, fused. The loss has
     out_dtype, by default the logits' dtype."""
     red = _REDUCTIONS[reduction] if isinstance(reduction, str) else int(reduction)
-    out_dtype = out_dtype or input.dtype
-    rows, _ = ops._fused_cross_entropy_2d_forward(input, target, weight, ignore_index)
-    if red == 0:
-        return rows.to(out_dtype)
-    total = rows.sum()
-    if red == 2:
-        return total.to(out_dtype)
-    valid = target != ignore_index
-    if weight is None:
-        denom = valid.sum()
-    else:
-        denom = torch.where(valid, weight.float()[target.clamp(0, input.shape[1] - 1)], 0.0).sum()
-    return (total / denom).to(out_dtype)
+    return ops._fused_cross_entropy_2d_forward(input, target, weight, ignore_index, red, out_dtype)[0]
 
 
-def _check(x: Tensor, t: Tensor, w: Tensor | None, op: str) -> None:
+def _check(x: Tensor, t: Tensor, w: Tensor | None, op: str, reduction: int = 0) -> None:
     check_float(x, op, "the logits")
     if x.dim() != 2:
         raise ValueError(f"musa_fused::{op}: the logits must be 2-D (rows, classes), got {tuple(x.shape)}")
     if t.dim() != 1 or t.shape[0] != x.shape[0] or t.is_floating_point():
         raise ValueError(f"musa_fused::{op}: the target must be {x.shape[0]} class indices (1-D integer), got "
                          f"{tuple(t.shape)} {t.dtype}")
+    if reduction not in (0, 1, 2):
+        raise ValueError(f"musa_fused::{op}: reduction must be 0 (none), 1 (mean) or 2 (sum), got {reduction}")
     if w is not None and w.numel() != x.shape[1]:
         raise ValueError(f"musa_fused::{op}: weight must have one entry per class ({x.shape[1]}), got "
                          f"{tuple(w.shape)}")
 
 
 @torch.library.register_fake("musa_fused::_fused_cross_entropy_2d_forward")
-def _fake_forward(self, target, weight, ignore_index):
-    _check(self, target, weight, "_fused_cross_entropy_2d_forward")
-    return self.new_empty((self.shape[0],), dtype=torch.float32), self.new_empty((self.shape[0],), dtype=torch.float32)
+def _fake_forward(self, target, weight, ignore_index, reduction=0, loss_dtype=None):
+    _check(self, target, weight, "_fused_cross_entropy_2d_forward", reduction)
+    loss_shape = (self.shape[0],) if reduction == 0 else ()
+    return (self.new_empty(loss_shape, dtype=loss_dtype or self.dtype),
+            self.new_empty((self.shape[0],), dtype=torch.float32), self.new_empty((), dtype=torch.float32))
 
 
 @torch.library.register_fake("musa_fused::_fused_cross_entropy_2d_backward")
-def _fake_backward(grad_rows, self, target, lse, weight, ignore_index):
-    _check(self, target, weight, "_fused_cross_entropy_2d_backward")
+def _fake_backward(grad_loss, self, target, lse, denom, weight, ignore_index, reduction=0):
+    _check(self, target, weight, "_fused_cross_entropy_2d_backward", reduction)
     return torch.empty_like(self, memory_format=torch.contiguous_format)
 
 
 # Autograd: backend/fused_llm/autograd.cpp (C++, for the host cost of these host-bound ops on the GPU).
 
 
-def _cuda_forward(self, target, weight, ignore_index):
-    _check(self, target, weight, "_fused_cross_entropy_2d_forward")
+def _cuda_forward(self, target, weight, ignore_index, reduction=0, loss_dtype=None):
+    _check(self, target, weight, "_fused_cross_entropy_2d_forward", reduction)
     from ._triton_cross_entropy import ce_forward
 
-    return ce_forward(self, target, weight, ignore_index)
+    return ce_forward(self, target, weight, ignore_index, reduction, loss_dtype or self.dtype)
 
 
-def _cuda_backward(grad_rows, self, target, lse, weight, ignore_index):
-    _check(self, target, weight, "_fused_cross_entropy_2d_backward")
+def _cuda_backward(grad_loss, self, target, lse, denom, weight, ignore_index, reduction=0):
+    _check(self, target, weight, "_fused_cross_entropy_2d_backward", reduction)
     from ._triton_cross_entropy import ce_backward
 
-    return ce_backward(grad_rows, self, target, lse, weight, ignore_index)
+    return ce_backward(grad_loss, self, target, lse, denom, weight, ignore_index, reduction)
 
 
 cuda_impl("_fused_cross_entropy_2d_forward", _cuda_forward)
