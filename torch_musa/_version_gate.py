@@ -105,14 +105,3 @@ def autocast_runs_rms_norm_in_float32():
     """torch 2.12 put rms_norm on autocast's float32 list (for cuda and musa alike); before it,
     rms_norm under autocast keeps its input's dtype."""
     return torch_version() >= (2, 12)
-
-
-def stash_graph_tree_tls(module, keys):
-    """Stashes a graph-tree module's thread-local slots through its own torch namespace. torch
-    2.12+ has ``_initialize_tls(local)`` for it; torch 2.11's module made its slots at import and
-    stashed them there, with no function to do it again."""
-    if hasattr(module, "_initialize_tls"):
-        module._initialize_tls(module.local)
-        return
-    for key in keys:
-        module.torch._C._stash_obj_in_tls(key, getattr(module.local, key))

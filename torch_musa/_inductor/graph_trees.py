@@ -36,7 +36,6 @@ from typing import Any
 import torch
 
 import torch_musa
-from torch_musa import _version_gate as version_gate
 
 _NAME = "torch_musa._inductor._musa_cudagraph_trees"
 _module = None
@@ -105,9 +104,6 @@ def _data_ptrs_equal(tensors, data_ptrs, indices) -> bool:
     return all(tensors[i].data_ptr() == data_ptrs[i] for i in indices)
 
 
-_TLS_KEYS = ("tree_manager_containers", "tree_manager_locks")
-
-
 def _tls_key(key: str) -> str:
     return "musa_" + key  # not torch.cuda's trees' thread-local slots
 
@@ -165,15 +161,14 @@ def tree_module() -> types.ModuleType:
         with open(cuda_trees.__file__, encoding="utf-8") as f:
             # Tensor.is_cuda (the one device question not asked through the module's torch).
             source = re.sub(r"\.is_cuda\b", ".is_musa", f.read())
+        # The module stashes its thread-local slots (autograd's threads inherit them) when it
+        # runs, before its torch is musa's: under musa's keys, never over torch.cuda's trees'
+        # (replacing a stashed slot dropped a reference its owner still used on torch 2.11,
+        # and the process crashed).
+        source = re.sub(r'(_stash_obj_in_tls\(\s*")', r"\g<1>" + _tls_key(""), source)
         sys.modules[_NAME] = module
         exec(compile(source, cuda_trees.__file__, "exec"), module.__dict__)
         module.torch = _musa_namespaces()
-        # Executing the module stashed its thread-local slots under torch.cuda's trees' keys
-        # (autograd's threads inherit them): give those back, and stash musa's under its own.
-        for key in _TLS_KEYS:
-            if hasattr(cuda_trees.local, key):
-                torch._C._stash_obj_in_tls(key, getattr(cuda_trees.local, key))
-        version_gate.stash_graph_tree_tls(module, _TLS_KEYS)
         # torch.compiler.cudagraph_mark_step_begin() marks steps for every device's trees.
         module.MarkStepBox = cuda_trees.MarkStepBox
         # torch.cond as CUDA conditional graph nodes (torch.cuda only): MUSA Graph has none.
