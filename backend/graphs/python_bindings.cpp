@@ -1,4 +1,5 @@
 // torch_musa._C._graphs: MUSAGraph and the capture queries torch.musa.graphs wraps.
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -27,6 +28,22 @@ c10::MempoolId_t parse_pool(const py::object& pool) {
 
 py::tuple pool_tuple(c10::MempoolId_t id) { return py::make_tuple(id.first, id.second); }
 
+// Runs fn without the GIL; its TORCH_WARNs (the cuda driver's "The CUDA Graph is empty", for
+// one) become Python warnings when this call returns, where the caller's warnings filters apply
+// (torch's graph trees capture an empty graph inside warnings.catch_warnings). Without a
+// handler here an outer torch call buffered them and raised them after the filters were gone.
+template <class Fn>
+void with_python_warnings(Fn&& fn) {
+  torch::PyWarningHandler handler;
+  try {
+    py::gil_scoped_release release;
+    fn();
+  } catch (...) {
+    handler.set_in_exception();  // the error wins; the warnings are dropped, not raised mid-unwind
+    throw;
+  }
+}
+
 }  // namespace
 
 void bind_python(py::module& parent) {
@@ -43,8 +60,8 @@ void bind_python(py::module& parent) {
             g.capture_begin(id, m);
           },
           py::arg("pool") = py::none(), py::arg("capture_error_mode") = "global")
-      .def("capture_end", &MusaGraph::capture_end, gil_release())
-      .def("capture_end_pre", &MusaGraph::capture_end_pre, gil_release())
+      .def("capture_end", [](MusaGraph& g) { with_python_warnings([&] { g.capture_end(); }); })
+      .def("capture_end_pre", [](MusaGraph& g) { with_python_warnings([&] { g.capture_end_pre(); }); })
       .def("capture_end_post", &MusaGraph::capture_end_post)
       .def_property_readonly("_has_capture", &MusaGraph::has_capture)
       .def_property_readonly("_has_graph_exec", &MusaGraph::has_graph_exec)

@@ -145,9 +145,13 @@ def test_forwards_pending_backward_warn(device):
     model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 1)).to(device)
     cmodel = torch.compile(model, mode="reduce-overhead")
     x = torch.randn(4, 8, device=device)
-    with pytest.warns(UserWarning, match="outputs from a previous step still require backward"):
+    # (torch's message: "outputs from a previous step still require backward" from 2.12, "pending,
+    # uninvoked backwards" before)
+    with pytest.warns(UserWarning, match="still require backward|pending, uninvoked backwards") as caught:
         outs = [cmodel(x) for _ in range(5)]
     torch.testing.assert_close(outs[-1], model(x))
+    # the trees' empty pool-making capture warns nothing (torch.cuda's trees catch that warning)
+    assert not [w for w in caught if "Graph is empty" in str(w.message)]
 
 
 def test_dynamo_reset_frees_the_musa_trees(device):

@@ -57,15 +57,35 @@ def constants_on_kernel_device() -> None:
         get_cloned_parameter_buffer_name = None
     graph = V.graph
     originals = getattr(getattr(graph, "module", None), "meta", None) or {}
+    aliased = {}
     with unset_fake_temporarily():
         for name, value in list(graph.constants.items()):
             if _is_musa_tensor(value):
+                aliased[name] = value.device
                 graph.constants[name] = torch.ops.torch_musa.to_kernel_device(value)
             if get_cloned_parameter_buffer_name is None:
                 continue
             orig = get_cloned_parameter_buffer_name(graph.allocated_constant_name.get(name, name))
             if _is_musa_tensor(originals.get(orig)):
                 originals[orig] = torch.ops.torch_musa.to_kernel_device(originals[orig])
+    if aliased and "constant_name" not in vars(graph):
+        graph.constant_name = _musa_constant_name(graph.constant_name, aliased)
+
+
+def _musa_constant_name(constant_name, aliased):
+    """GraphLowering.constant_name for a graph whose musa constants became their kernel-device
+    aliases: a kernel that reads one on musa (the cuda driver's Triton kernels are musa's) reads
+    the alias, which is the same memory, instead of asking for a copy to musa (cuda to musa is
+    no copy the op layer makes)."""
+
+    def name_on(name, device_override):
+        was = aliased.get(name)
+        if (was is not None and device_override is not None and device_override.type == _MUSA
+                and device_override.index in (None, was.index)):
+            return name
+        return constant_name(name, device_override)
+
+    return name_on
 
 
 def _is_musa_tensor(value) -> bool:
