@@ -1,11 +1,7 @@
 // SwishGLU's CPU kernels (host driver): input (..., 2n) split in halves (a, b),
 //   y = silu(a) * b,   da = g * b * sig(a) * (1 + a * (1 - sig(a))),   db = g * silu(a)
-// in float, one pass over each row. gated_silu is the same function.
-#include <ATen/Parallel.h>
+// in float. gated_silu is the same function.
 #include <torch/library.h>
-
-#include <cmath>
-#include <vector>
 
 #include "fused_llm/fused_llm.h"
 
@@ -21,60 +17,23 @@ int64_t check_glu(const Tensor& x, const char* op) {
   return x.size(-1) / 2;
 }
 
+// In float, through ATen's vectorized CPU kernels (silu, silu_backward): a loop of scalar
+// std::exp per element was 4x slower than the native CPU's silu(a) * b.
 Tensor swiglu_forward_cpu(const Tensor& x_in) {
-  const int64_t n = check_glu(x_in, "_fused_swiglu_forward");
-  const Tensor x = x_in.contiguous();
-  auto sizes = x.sizes().vec();
-  sizes.back() = n;
-  Tensor y = at::empty(sizes, x.options());
-  const int64_t rows = n ? x.numel() / (2 * n) : 0;
-  dispatch_float(x.scalar_type(), [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = x.const_data_ptr<T>();
-    T* py = y.mutable_data_ptr<T>();
-    at::parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
-      std::vector<float> a(n), v(n);
-      for (int64_t r = b; r < e; ++r) {
-        load_row(px + r * 2 * n, a.data(), n);
-        load_row(px + r * 2 * n + n, v.data(), n);
-        for (int64_t i = 0; i < n; ++i) a[i] = a[i] / (1.f + std::exp(-a[i])) * v[i];
-        store_row(a.data(), py + r * n, n);
-      }
-    });
-  });
-  return y;
+  check_glu(x_in, "_fused_swiglu_forward");
+  const auto halves = x_in.to(at::kFloat).chunk(2, -1);
+  return (at::silu(halves[0]) * halves[1]).to(x_in.scalar_type());
 }
 
 Tensor swiglu_backward_cpu(const Tensor& g_in, const Tensor& x_in) {
-  const int64_t n = check_glu(x_in, "_fused_swiglu_backward");
+  check_glu(x_in, "_fused_swiglu_backward");
   check_float_input(g_in, "_fused_swiglu_backward", "grad");
   TORCH_CHECK_VALUE(g_in.numel() * 2 == x_in.numel(), "musa_fused::_fused_swiglu_backward: grad ", g_in.sizes(),
                     " does not match the input ", x_in.sizes());
-  const Tensor x = x_in.contiguous(), g = g_in.to(x.scalar_type()).contiguous();
-  Tensor dx = at::empty(x.sizes(), x.options());
-  const int64_t rows = n ? x.numel() / (2 * n) : 0;
-  dispatch_float(x.scalar_type(), [&](auto tag) {
-    using T = decltype(tag);
-    const T *px = x.const_data_ptr<T>(), *pg = g.const_data_ptr<T>();
-    T* pd = dx.mutable_data_ptr<T>();
-    at::parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
-      std::vector<float> a(n), v(n), gr(n);
-      for (int64_t r = b; r < e; ++r) {
-        load_row(px + r * 2 * n, a.data(), n);
-        load_row(px + r * 2 * n + n, v.data(), n);
-        load_row(pg + r * n, gr.data(), n);
-        for (int64_t i = 0; i < n; ++i) {
-          const float sg = 1.f / (1.f + std::exp(-a[i]));
-          const float da = gr[i] * v[i] * sg * (1.f + a[i] * (1.f - sg));
-          v[i] = gr[i] * a[i] * sg;
-          a[i] = da;
-        }
-        store_row(a.data(), pd + r * 2 * n, n);
-        store_row(v.data(), pd + r * 2 * n + n, n);
-      }
-    });
-  });
-  return dx;
+  const auto halves = x_in.to(at::kFloat).chunk(2, -1);
+  const Tensor &a = halves[0], &b = halves[1];
+  const Tensor g = g_in.to(at::kFloat).reshape(a.sizes());
+  return at::cat({at::silu_backward(g * b, a), g * at::silu(a)}, -1).to(x_in.scalar_type());
 }
 
 }  // namespace
