@@ -8,7 +8,6 @@
 // The saved lse spares recomputing it backward.
 #include <torch/library.h>
 
-#include <cmath>
 #include <limits>
 
 #include "fused_llm/fused_llm.h"
@@ -72,7 +71,8 @@ std::tuple<Tensor, Tensor, Tensor> ce_forward_cpu(const Tensor& x_in, const Tens
   check_reduction(reduction, "_fused_cross_entropy_2d_forward");
   const Tensor x = x_in.to(at::kFloat), t = t_in.to(at::kLong).contiguous();
   auto [safe, row_w] = classes_and_weights(t, w_in, x.size(1), ignore_index);
-  Tensor lse = x.size(1) ? at::logsumexp(x, {1}) : at::full({x.size(0)}, -std::numeric_limits<double>::infinity(), x.options());
+  Tensor lse = x.size(1) ? at::logsumexp(x, {1})
+                         : at::full({x.size(0)}, -std::numeric_limits<double>::infinity(), x.options());
   Tensor rows = x.size(1) ? lse - x.gather(1, safe.unsqueeze(1)).squeeze(1) : at::zeros_like(lse);
   // (an ignored row's loss is 0, also where its logits are not finite)
   rows = at::where(t == ignore_index, at::zeros_like(rows), rows * row_w);
@@ -97,7 +97,8 @@ Tensor ce_backward_cpu(const Tensor& grad_loss, const Tensor& x_in, const Tensor
   auto [safe, row_w] = classes_and_weights(t, w_in, x_in.size(1), ignore_index);
   Tensor g = grad_loss.to(at::kFloat).reshape({-1});
   if (reduction == kMean) g = g / denom.to(at::kFloat);
-  const Tensor scale = (g * row_w).unsqueeze(1);  // (M, 1): 0 for ignored rows
+  // (M, 1); 0 for ignored rows, also where the mean's denominator is 0 (every row ignored)
+  const Tensor scale = at::where(t == ignore_index, at::zeros_like(row_w), g * row_w).unsqueeze(1);
   Tensor dx = at::exp(x_in.to(at::kFloat) - lse.to(at::kFloat).unsqueeze(1));
   dx.mul_(scale);
   if (x_in.size(1)) dx.scatter_add_(1, safe.unsqueeze(1), -scale);

@@ -22,7 +22,7 @@ int64_t check_glu(const Tensor& x, const char* op) {
 Tensor swiglu_forward_cpu(const Tensor& x_in) {
   check_glu(x_in, "_fused_swiglu_forward");
   const auto halves = x_in.to(at::kFloat).chunk(2, -1);
-  return (at::silu(halves[0]) * halves[1]).to(x_in.scalar_type());
+  return (at::silu(halves[0]) * halves[1]).to(x_in.scalar_type()).contiguous();  // (as the fake kernel says)
 }
 
 Tensor swiglu_backward_cpu(const Tensor& g_in, const Tensor& x_in) {

@@ -39,7 +39,7 @@ void with_python_warnings(Fn&& fn) {
     py::gil_scoped_release release;
     fn();
   } catch (...) {
-    handler.set_in_exception();  // the error wins; the warnings are dropped, not raised mid-unwind
+    handler.set_in_exception();  // the error propagates; torch raises the warnings without losing it
     throw;
   }
 }

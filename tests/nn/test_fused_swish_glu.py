@@ -21,6 +21,11 @@ def test_module_gated_silu_and_empty(device):
     torch.testing.assert_close(torch.gated_silu(x.to(device)), out)
     torch.testing.assert_close(torch.swish_glu(x.to(device)), out)
     assert F.swish_glu(torch.randn(1, 0, 12, device=device)).shape == (1, 0, 6)
+    # a transposed input: the output is contiguous, as the fake kernel (torch.compile's) says
+    xt = torch.randn(10, 4, device=device).t()
+    out = torch.ops.musa_fused._fused_swiglu_forward(xt)
+    assert out.is_contiguous()
+    torch.testing.assert_close(out.cpu().double(), ref.swish_glu(xt.cpu().double()), atol=1e-6, rtol=1e-5)
 
 
 def test_bad_inputs_name_the_problem(device):

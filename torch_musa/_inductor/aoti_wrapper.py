@@ -68,8 +68,11 @@ def constants_on_kernel_device() -> None:
             orig = get_cloned_parameter_buffer_name(graph.allocated_constant_name.get(name, name))
             if _is_musa_tensor(originals.get(orig)):
                 originals[orig] = torch.ops.torch_musa.to_kernel_device(originals[orig])
-    if aliased and "constant_name" not in vars(graph):
-        graph.constant_name = _musa_constant_name(graph.constant_name, aliased)
+    if aliased:
+        if "constant_name" not in vars(graph):  # (one wrapper per graph; later calls add to its names)
+            graph._musa_aliased_constants = {}
+            graph.constant_name = _musa_constant_name(graph.constant_name, graph._musa_aliased_constants)
+        graph._musa_aliased_constants.update(aliased)
 
 
 def _musa_constant_name(constant_name, aliased):

@@ -104,8 +104,13 @@ def _data_ptrs_equal(tensors, data_ptrs, indices) -> bool:
     return all(tensors[i].data_ptr() == data_ptrs[i] for i in indices)
 
 
+_TLS_PREFIX = "musa_"
+
+
 def _tls_key(key: str) -> str:
-    return "musa_" + key  # not torch.cuda's trees' thread-local slots
+    # Not torch.cuda's trees' thread-local slots. The module's source names musa's keys already
+    # (tree_module), and its functions also stash through this namespace: prefixed once.
+    return key if key.startswith(_TLS_PREFIX) else _TLS_PREFIX + key
 
 
 def _kernel_device_hook(name: str, host_answer):
@@ -165,7 +170,12 @@ def tree_module() -> types.ModuleType:
         # runs, before its torch is musa's: under musa's keys, never over torch.cuda's trees'
         # (replacing a stashed slot dropped a reference its owner still used on torch 2.11,
         # and the process crashed).
-        source = re.sub(r'(_stash_obj_in_tls\(\s*")', r"\g<1>" + _tls_key(""), source)
+        source, stashes = re.subn(r"""(_stash_obj_in_tls\(\s*["'])""", r"\g<1>" + _TLS_PREFIX, source)
+        if not stashes:
+            raise RuntimeError("torch_musa: this torch's torch/_inductor/cudagraph_trees.py stashes its thread-local "
+                               "slots in a way torch_musa does not know, so musa's graph trees cannot keep apart from "
+                               "torch.cuda's; use mode='default' (no graph trees) with this torch, or a supported one "
+                               "(2.11-2.15)")
         sys.modules[_NAME] = module
         exec(compile(source, cuda_trees.__file__, "exec"), module.__dict__)
         module.torch = _musa_namespaces()

@@ -1,7 +1,7 @@
 """Fused 2-D cross entropy: F.cross_entropy on 2-D musa logits with class-index targets and no
 label smoothing takes a fused path, as torch_musa's (which asks cross_entropy_loss_2d_choice and
-runs _fused_cross_entropy_loss_2d_forward there). The kernel reads the logits once forward (each
-row's loss and log-sum-exp) and once backward (writing the gradient). The op reduces the rows
+runs _fused_cross_entropy_loss_2d_forward there). The GPU kernel reads the logits once forward
+(each row's loss and log-sum-exp) and once backward (writing the gradient). The op reduces the rows
 itself (mean over the targets' weights, sum, none) and writes the loss in its final dtype: on the
 GPU this op is host-bound, and the reduction as separate torch ops (sum, compare, count, divide,
 cast, and their backward nodes) cost more host time than the kernels. The loss has the logits'
@@ -74,6 +74,10 @@ def _cuda_forward(self, target, weight, ignore_index, reduction=0, loss_dtype=No
 
 def _cuda_backward(grad_loss, self, target, lse, denom, weight, ignore_index, reduction=0):
     _check(self, target, weight, "_fused_cross_entropy_2d_backward", reduction)
+    want = self.shape[0] if reduction == 0 else 1
+    if grad_loss.numel() != want:  # (the kernel reads one gradient per row, or one)
+        raise ValueError(f"musa_fused::_fused_cross_entropy_2d_backward: grad_loss must have {want} elements for "
+                         f"reduction {reduction}, got {tuple(grad_loss.shape)}")
     from ._triton_cross_entropy import ce_backward
 
     return ce_backward(grad_loss, self, target, lse, denom, weight, ignore_index, reduction)
