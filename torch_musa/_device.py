@@ -67,6 +67,10 @@ def _lazy_init() -> None:
     if device_count() == 0:
         raise RuntimeError(f"no musa device is available: {_C._init_error() or 'device count is 0'}")
     _initialized = True
+    if get_driver_name() == "host":
+        from . import _autograd_shutdown
+
+        _autograd_shutdown.backward_on_calling_thread()
 
 
 def init() -> None:

@@ -54,3 +54,29 @@ def test_a_process_exits_cleanly_after_backward(run_py):
     print("DONE")
     """)
     assert r.returncode == 0 and "DONE" in r.stdout, r.stdout + r.stderr
+
+
+def test_host_driver_runs_backward_on_the_calling_thread(device):
+    """The host driver's musa backward is inline CPU work: it stays on the calling thread (no
+    device-thread hand-off), with the tensor's device current inside it, as on a device thread;
+    set_multithreading_enabled(True) gives it the device threads. The cuda driver keeps them."""
+    import threading
+
+    last = torch.musa.device_count() - 1
+    x = torch.randn(4, device=f"musa:{last}", requires_grad=True)
+
+    def backward_thread_and_device():
+        seen = []
+        y = x * 2
+        y.register_hook(lambda g: seen.append((threading.get_ident(), torch.musa.current_device())))
+        y.sum().backward()
+        return seen[0]
+
+    here = threading.get_ident()
+    on_host = torch.musa.get_driver_name() == "host"
+    thread, current = backward_thread_and_device()
+    assert (thread == here) == on_host and current == last
+    with torch.autograd.set_multithreading_enabled(True):
+        thread, current = backward_thread_and_device()
+    assert thread != here and current == last
+    torch.testing.assert_close(x.grad.cpu(), torch.full((4,), 4.0))
