@@ -90,7 +90,7 @@ from .graphs.lifecycle import __all__ as _graph_hook_names  # noqa: E402
 from .graphs import dynamo_backend as _dynamo_musagraphs, lifecycle as _graph_lifecycle  # noqa: E402,F401  (earlier paths)
 from .graphs import update_musa_graph_with_profile  # noqa: E402,F401  (torch_musa's name)
 from . import graphs as musa_graph  # noqa: E402,F401  (torch_musa.musa_graph, torch_musa's module path)
-from . import _autograd_shutdown, _inductor  # noqa: E402  (cheap: they import no torch._dynamo)
+from . import _autograd_threads, _inductor  # noqa: E402  (cheap: they import no torch._dynamo)
 from . import memory  # noqa: E402
 from .memory import (  # noqa: E402
     MemPool,
@@ -184,7 +184,7 @@ torch._register_device_module("musa", _sys.modules[__name__])
 # which asks torch.accelerator about the device at import, on torch 2.11.)
 from . import profiler  # noqa: E402,F401
 distributed._register()
-_autograd_shutdown.install()  # autograd's device threads drop their last backward before Python finalizes
+_autograd_threads.install()  # autograd's device threads drop their last backward before Python finalizes
 _dynamo_musagraphs._install_lazy_registration()  # backend="musagraphs" once torch._dynamo loads
 _inductor.install()  # the musa device interface once torch._dynamo loads
 torch.utils.generate_methods_for_privateuse1_backend(

@@ -68,9 +68,9 @@ def _lazy_init() -> None:
         raise RuntimeError(f"no musa device is available: {_C._init_error() or 'device count is 0'}")
     _initialized = True
     if get_driver_name() == "host":
-        from . import _autograd_shutdown
+        from . import _autograd_threads
 
-        _autograd_shutdown.backward_on_calling_thread()
+        _autograd_threads.backward_on_calling_thread()
 
 
 def init() -> None:

@@ -43,22 +43,28 @@ void check_reduction(int64_t reduction, const char* op) {
                     ": reduction must be 0 (none), 1 (mean) or 2 (sum), got ", reduction);
 }
 
-// The rows' classes with ignored rows at class 0 (their losses and gradients are zeroed by
-// their weight), and each row's weight: w[t], 1 without weights, 0 for an ignored row.
-std::pair<Tensor, Tensor> classes_and_weights(const Tensor& t, const std::optional<Tensor>& w_in, int64_t C,
-                                              int64_t ignore_index) {
+// Each row's class (an ignored row's reads class 0; its loss and gradient are zeroed), whether
+// it is ignored, and its weight: w[t], 1 without weights, 0 for an ignored row.
+struct Rows {
+  Tensor safe, ignored, weight;
+};
+
+Rows classes_and_weights(const Tensor& t, const std::optional<Tensor>& w_in, int64_t C, int64_t ignore_index) {
   const int64_t M = t.size(0);
-  Tensor safe = at::empty({M}, t.options()), row_w = at::empty({M}, t.options().dtype(at::kFloat));
+  Rows rows{at::empty({M}, t.options()), at::empty({M}, t.options().dtype(at::kBool)),
+            at::empty({M}, t.options().dtype(at::kFloat))};
   const int64_t* pt = t.const_data_ptr<int64_t>();
-  int64_t* ps = safe.mutable_data_ptr<int64_t>();
-  float* pw = row_w.mutable_data_ptr<float>();
+  int64_t* ps = rows.safe.mutable_data_ptr<int64_t>();
+  bool* pi = rows.ignored.mutable_data_ptr<bool>();
+  float* pw = rows.weight.mutable_data_ptr<float>();
   for (int64_t r = 0; r < M; ++r) {
     const int64_t c = class_of(pt, r, C, ignore_index);
     ps[r] = c < 0 ? 0 : c;
+    pi[r] = c < 0;
     pw[r] = c < 0 ? 0.f : 1.f;
   }
-  if (w_in && w_in->defined()) row_w.mul_(w_in->to(at::kFloat).index_select(0, safe));
-  return {safe, row_w};
+  if (w_in && w_in->defined()) rows.weight.mul_(w_in->to(at::kFloat).index_select(0, rows.safe));
+  return rows;
 }
 
 // The kernels are ATen's vectorized CPU ones over the whole (M, C) block (logsumexp, exp,
@@ -70,14 +76,14 @@ std::tuple<Tensor, Tensor, Tensor> ce_forward_cpu(const Tensor& x_in, const Tens
   check_ce(x_in, t_in, w_in, "_fused_cross_entropy_2d_forward");
   check_reduction(reduction, "_fused_cross_entropy_2d_forward");
   const Tensor x = x_in.to(at::kFloat), t = t_in.to(at::kLong).contiguous();
-  auto [safe, row_w] = classes_and_weights(t, w_in, x.size(1), ignore_index);
+  const Rows r = classes_and_weights(t, w_in, x.size(1), ignore_index);
   Tensor lse = x.size(1) ? at::logsumexp(x, {1})
                          : at::full({x.size(0)}, -std::numeric_limits<double>::infinity(), x.options());
-  Tensor rows = x.size(1) ? lse - x.gather(1, safe.unsqueeze(1)).squeeze(1) : at::zeros_like(lse);
+  Tensor rows = x.size(1) ? lse - x.gather(1, r.safe.unsqueeze(1)).squeeze(1) : at::zeros_like(lse);
   // (an ignored row's loss is 0, also where its logits are not finite)
-  rows = at::where(t == ignore_index, at::zeros_like(rows), rows * row_w);
+  rows = at::where(r.ignored, at::zeros_like(rows), rows * r.weight);
   const auto out_dtype = loss_dtype.value_or(x_in.scalar_type());
-  Tensor denom = row_w.sum();
+  Tensor denom = r.weight.sum();
   Tensor loss = reduction == kNone ? rows.to(out_dtype)
                 : reduction == kSum ? rows.sum().to(out_dtype)
                                     : (rows.sum() / denom).to(out_dtype);
@@ -94,14 +100,14 @@ Tensor ce_backward_cpu(const Tensor& grad_loss, const Tensor& x_in, const Tensor
                     "musa_fused::_fused_cross_entropy_2d_backward: grad_loss must have ",
                     reduction == kNone ? M : 1, " elements for reduction ", reduction, ", got ", grad_loss.sizes());
   const Tensor t = t_in.to(at::kLong).contiguous();
-  auto [safe, row_w] = classes_and_weights(t, w_in, x_in.size(1), ignore_index);
+  const Rows r = classes_and_weights(t, w_in, x_in.size(1), ignore_index);
   Tensor g = grad_loss.to(at::kFloat).reshape({-1});
   if (reduction == kMean) g = g / denom.to(at::kFloat);
   // (M, 1); 0 for ignored rows, also where the mean's denominator is 0 (every row ignored)
-  const Tensor scale = at::where(t == ignore_index, at::zeros_like(row_w), g * row_w).unsqueeze(1);
+  const Tensor scale = at::where(r.ignored, at::zeros_like(r.weight), g * r.weight).unsqueeze(1);
   Tensor dx = at::exp(x_in.to(at::kFloat) - lse.to(at::kFloat).unsqueeze(1));
   dx.mul_(scale);
-  if (x_in.size(1)) dx.scatter_add_(1, safe.unsqueeze(1), -scale);
+  if (x_in.size(1)) dx.scatter_add_(1, r.safe.unsqueeze(1), -scale);
   return dx.to(x_in.scalar_type()).contiguous();
 }
 

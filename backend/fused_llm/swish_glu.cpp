@@ -10,11 +10,10 @@ namespace {
 
 using at::Tensor;
 
-int64_t check_glu(const Tensor& x, const char* op) {
+void check_glu(const Tensor& x, const char* op) {
   check_float_input(x, op, "the input");
   TORCH_CHECK_VALUE(x.dim() >= 1 && x.size(-1) % 2 == 0, "musa_fused::", op,
                     ": the input's last dimension must be even (two halves), got ", x.sizes());
-  return x.size(-1) / 2;
 }
 
 // In float, through ATen's vectorized CPU kernels (silu, silu_backward): a loop of scalar

@@ -1,4 +1,5 @@
-"""Autograd's device threads let go of their last backward before Python finalizes.
+"""Autograd's musa device threads: the host driver keeps backward on the calling thread, and
+the device threads let go of their last backward before Python finalizes.
 
 torch stashes a Python object (a contextvars.Context) in the TLS each backward's graph task
 captures; the device thread that drops the task last must do so while Python can still take
@@ -8,7 +9,7 @@ import weakref
 
 import torch
 
-from torch_musa import _autograd_shutdown
+from torch_musa import _autograd_threads
 
 
 class _Stashed:
@@ -26,7 +27,7 @@ def test_drain_releases_what_the_last_backward_captured(device):
         (x * 3).sum().backward()
         torch._C._remove_obj_from_tls("torch_musa_test")
         del obj
-        _autograd_shutdown._drain_device_threads()
+        _autograd_threads._drain_device_threads()
         assert ref() is None
     torch.testing.assert_close(x.grad.cpu(), torch.full((8,), 3.0))
 
@@ -41,7 +42,7 @@ def test_probe_runs_through_every_device_thread(device, monkeypatch):
             return real(*args, **kwargs)
 
     monkeypatch.setattr(torch.autograd.Variable, "_execution_engine", Engine())
-    _autograd_shutdown._drain_device_threads()
+    _autograd_threads._drain_device_threads()
     assert ran == [torch.device("musa", i) for i in range(torch.musa.device_count())]
 
 
