@@ -623,6 +623,48 @@ def install_graph_trees() -> None:
 # ============================================================================================
 
 
+# ============================================================================================
+# BEGIN SECTION: kernel regions (a musa graph compiled as a CUDA graph on the cuda driver)
+# ============================================================================================
+_kr_originals: dict = {}
+
+
+def _kr_wrap_init_wrapper_code(torch_fn):
+    @_functools.wraps(torch_fn)
+    def init_wrapper_code(self, *args, **kwargs):
+        """Adapts torch._inductor.graph.GraphLowering.init_wrapper_code (torch 2.11-2.15), which
+        asserts that a graph has one device type besides cpu ("Does not support mixing
+        cuda+musa"). A musa graph the kernel-device pass made a CUDA graph (marked in its
+        meta) has musa inputs and outputs around CUDA nodes: its wrapper is musa's, whose
+        device guards are kernel regions over musa's stream and memory. Any other graph gets
+        torch's function with its device types as they are."""
+        from torch_musa._inductor.kernel_device_pass import KERNEL_REGION_KEY
+
+        meta = getattr(getattr(self, "module", None), "meta", None) or {}
+        if meta.get(KERNEL_REGION_KEY) != "cuda" or "cuda" not in self.device_types:
+            return torch_fn(self, *args, **kwargs)
+        self.device_types.discard("cuda")
+        try:
+            return torch_fn(self, *args, **kwargs)
+        finally:
+            self.device_types.add("cuda")
+
+    return init_wrapper_code
+
+
+def install_kernel_regions() -> None:
+    """Installs the wrapper when Inductor's graph module loads."""
+    from torch_musa._import_hooks import after_import
+
+    after_import("torch._inductor.graph", lambda m: _wrap_once(
+        _kr_originals, m.GraphLowering, "GraphLowering", "init_wrapper_code", _kr_wrap_init_wrapper_code))
+
+
+# ============================================================================================
+# END SECTION: kernel regions
+# ============================================================================================
+
+
 def install() -> None:
     """Installs every section's wrappers; torch_musa calls this at import (each installer is
     idempotent and cheap: it wraps modules ``import torch`` has loaded, or hooks their import)."""
@@ -631,3 +673,4 @@ def install() -> None:
     install_profiler()
     install_distributed()
     install_graph_trees()
+    install_kernel_regions()

@@ -1,8 +1,8 @@
 // The edges of a compiled region that runs on the kernel device.
 //
-// On the host driver Inductor compiles a musa graph as a CPU graph (its C++
-// kernels are keyed on the "cpu" device type), and these ops are where the
-// graph crosses over: musa inputs are seen as kernel-device tensors over the
+// Inductor compiles a musa graph as the kernel device's graph (a CPU graph on
+// the host driver, a CUDA graph on the cuda driver), and these ops are where
+// the graph crosses over: musa inputs are seen as kernel-device tensors over the
 // same memory, kernel-device results become musa tensors without a copy, and
 // results meant for musa inputs (optimizer steps, buffers) are written into
 // them. None of them copies data except the last, which is the write itself.
@@ -69,6 +69,7 @@ at::Tensor from_kernel_device_index(const at::Tensor& t, int64_t index) {
 
 void copy_from_kernel_device_(const at::Tensor& self, const at::Tensor& src) {
   at::Tensor dst = alias_on_kernel_device(self);
+  KernelScope scope(kernel_device(), self.device().index());  // on the current musa stream
   KernelDeviceCallGuard guard;
   dst.copy_(src);
 }
@@ -92,7 +93,11 @@ TORCH_LIBRARY_IMPL(torch_musa, CPU, m) {
   m.impl("from_kernel_device.index", &from_kernel_device_index);
 }
 
-// The cuda driver's kernel device: AOTInductor's CUDA models hand their results back to musa.
-TORCH_LIBRARY_IMPL(torch_musa, CUDA, m) { m.impl("from_kernel_device.index", &from_kernel_device_index); }
+// The cuda driver's kernel device: compiled CUDA graphs and AOTInductor's CUDA models hand their
+// results back to musa.
+TORCH_LIBRARY_IMPL(torch_musa, CUDA, m) {
+  m.impl("from_kernel_device", &from_kernel_device);
+  m.impl("from_kernel_device.index", &from_kernel_device_index);
+}
 
 }  // namespace torch_musa

@@ -36,6 +36,9 @@ void bind_python(py::module& m);  // graphs/python_bindings.cpp: MUSAGraph
 namespace torch_musa::ipc {
 void bind_python(py::module& m);  // ipc/python_bindings.cpp: sharing with other processes
 }
+namespace torch_musa::compile {
+void bind_python(py::module& m);  // compile/kernel_region.cpp: compiled regions on the kernel device
+}
 
 namespace torch_musa {
 namespace {
@@ -187,4 +190,5 @@ PYBIND11_MODULE(_C, m) {
   distributed::bind_python(m);
   graphs::bind_python(m);
   ipc::bind_python(m);
+  compile::bind_python(m);
 }

@@ -25,7 +25,7 @@ def test_drain_releases_what_the_last_backward_captured(device):
         torch._C._stash_obj_in_tls("torch_musa_test", obj)  # captured by the next backward's graph task
         x = torch.randn(8, device=device, requires_grad=True)
         (x * 3).sum().backward()
-        torch._C._remove_obj_from_tls("torch_musa_test")
+        torch._C._stash_obj_in_tls("torch_musa_test", None)  # drops it (torch 2.11 has no _remove_obj_from_tls)
         del obj
         _autograd_threads._drain_device_threads()
         assert ref() is None

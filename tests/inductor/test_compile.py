@@ -43,6 +43,57 @@ def test_fused_kernel_runs_on_musa_memory(device):
     assert "aten.sin.default(" not in call_body and "extern_kernels" not in call_body  # fused, no aten calls
 
 
+def test_graph_runs_as_kernel_device_code_on_the_current_musa_stream(device):
+    # The kernel-device pass: Inductor's code for the kernel device (C++ on the host driver; on
+    # the cuda driver CUDA code inside kernel regions, with buffers from musa memory), ordered
+    # after the eager work queued before it on a user musa stream.
+    def f(x, w):
+        return torch.relu(x @ w).sum(0) + 1
+
+    big = torch.randn(2048, 2048, device=device)
+    w = torch.randn(2048, 64, device=device)
+    compiled = torch.compile(f)
+    _, (code, *_) = run_and_get_code(compiled, big, w)  # compiles (and autotunes) here
+    s = torch.musa.Stream()
+    s.wait_stream(torch.musa.current_stream())
+    native_before = torch.cuda.memory_allocated() if ON_GPU else 0
+    with torch.musa.stream(s):
+        x = (big @ big) / 2048  # queued first on s: the compiled graph must wait for it
+        out = compiled(x, w)
+        ref = f(x, w)
+    s.synchronize()
+    torch.testing.assert_close(out, ref, rtol=1e-3, atol=1e-3)
+    assert out.device == device
+    if ON_GPU:
+        assert "_KernelRegion" in code and "empty_strided_cuda" in code
+        assert torch.cuda.memory_allocated() == native_before  # no buffer from torch.cuda's allocator
+    else:
+        assert _kernel_kind(code) == "cpp"
+
+
+def test_wrapper_device_choice_changes_for_marked_musa_graphs_only():
+    # torch's GraphLowering.init_wrapper_code refuses cuda+musa; the run-time wrapper lets a
+    # graph the kernel-device pass marked through (as musa's), and leaves every other graph as is.
+    from torch_musa import _gated_paths
+    from torch_musa._inductor.kernel_device_pass import KERNEL_REGION_KEY
+
+    seen = []
+    init = _gated_paths._kr_wrap_init_wrapper_code(lambda self: seen.append(set(self.device_types)))
+
+    class Lowering:
+        def __init__(self, marked):
+            self.device_types = {"cuda", "musa"}
+            self.module = torch.fx.GraphModule(nn.Module(), torch.fx.Graph())
+            if marked:
+                self.module.meta[KERNEL_REGION_KEY] = "cuda"
+
+    unmarked, marked = Lowering(False), Lowering(True)
+    init(unmarked)
+    init(marked)
+    assert seen == [{"cuda", "musa"}, {"musa"}]
+    assert marked.device_types == {"cuda", "musa"}  # restored after the call
+
+
 def test_result_lands_on_the_input_device(two_devices):
     _, d1 = two_devices
     x = torch.randn(16, 16, device=d1)

@@ -5,12 +5,14 @@ resolved lazily so importing torch_musa never imports Inductor); resolving it im
 this module, which registers musa's complete backend. What runs depends on the driver,
 because generated kernels work directly on musa memory:
 
-* cuda driver: musa memory is CUDA memory, so musa graphs become Triton kernels
-  (TritonScheduling), launched on the current musa stream's CUDA stream; ``musa``
-  joins Inductor's GPU device types;
-* host driver: Inductor makes C++ kernels only for ``cpu`` graphs, so musa's
-  per-device pass (:mod:`.kernel_device_pass`) turns each musa graph into the CPU
-  graph over the same memory. CppScheduling stays registered for musa for whatever
+* both drivers: musa's per-device pass (:mod:`.kernel_device_pass`) turns each musa
+  graph into the kernel device's graph over the same memory (CPU on the host driver,
+  CUDA on the cuda driver), so Inductor's own code for that device runs on musa memory;
+  on the cuda driver its device code runs inside kernel regions (the device guard below);
+* cuda driver, graphs the pass leaves on musa (reduce-overhead, AOTInductor, collectives):
+  musa memory is CUDA memory, so musa graphs become Triton kernels (TritonScheduling),
+  launched on the current musa stream's CUDA stream; ``musa`` joins Inductor's GPU
+  device types. On the host driver CppScheduling stays registered for musa for whatever
   is left on the device.
 
 The wrapper is Inductor's Python wrapper (:mod:`.wrapper`); buffers it allocates on
@@ -38,16 +40,33 @@ class MusaDeviceOpOverrides(DeviceOpOverrides):
         return f"from torch_musa._inductor.device_interface import get_raw_stream as {name}"
 
     def set_device(self, device_idx: int) -> str:
+        if _in_kernel_regions():
+            return "pass  # (the kernel region sets the device)"
         return f"torch.musa.set_device({device_idx})"
 
     def synchronize(self) -> str:
         return "torch.musa.synchronize()"
 
     def device_guard(self, device_idx: int) -> str:
+        if _in_kernel_regions():
+            # A musa graph compiled as a CUDA graph: its CUDA kernels, extern calls and buffers
+            # run on the current musa stream and musa memory (same index: the pass checks it).
+            return f"torch.musa._C._KernelRegion({device_idx})"
         return f"torch.musa._DeviceGuard({device_idx})"
 
     def current_stream(self) -> str:
         return "torch.musa.current_stream()"
+
+
+def _in_kernel_regions() -> bool:
+    """Whether the graph being generated is a musa graph the pass made a CUDA graph."""
+    from torch._inductor.virtualized import V
+
+    from .kernel_device_pass import KERNEL_REGION_KEY
+
+    graph = V.graph
+    module = getattr(graph, "module", None) if graph is not None else None
+    return getattr(module, "meta", {}).get(KERNEL_REGION_KEY) == "cuda"
 
 
 def _scheduling():
@@ -99,11 +118,9 @@ def _register() -> None:
             # same GPUs, is a GPU type too: it is cached, so ask it first.
             utils.get_gpu_type()
             utils.GPU_TYPES.append(_TYPE)
-        device_pass = None
-    else:
-        from .kernel_device_pass import KernelDevicePass
+    from .kernel_device_pass import KernelDevicePass
 
-        device_pass = KernelDevicePass()
+    device_pass = KernelDevicePass()
     register_backend_for_device(_TYPE, _scheduling(), _python_wrapper(), _cpp_wrapper(), _fx_wrapper(),
                                 device_custom_pass=device_pass)
 

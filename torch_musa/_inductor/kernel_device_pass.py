@@ -1,27 +1,34 @@
-"""Compile a musa graph as a graph of the kernel device (the host driver's CPU).
+"""Compile a musa graph as a graph of the kernel device (the host driver's CPU, the cuda
+driver's CUDA GPU).
 
-Inductor chooses its code generation by device type: C++/OpenMP kernels are
-what it makes for ``cpu``, and every other device type is treated as a Triton
-GPU. On the host driver musa memory is host memory, so the fastest correct
-code for a musa graph is exactly the code Inductor makes for the same graph on
-CPU tensors. This post-grad pass (Inductor's per-device custom pass) turns the
-graph into that graph:
+Inductor chooses its code generation by device type. musa memory is the kernel device's
+memory (host memory on the host driver, CUDA memory on the cuda driver), so the fastest
+correct code for a musa graph is exactly the code Inductor makes for the same graph on
+kernel-device tensors: C++/OpenMP kernels for ``cpu``; on ``cuda`` Triton kernels with the
+static launcher, extern matmuls on CUDA tensors with no per-op delegation, ``empty_strided_cuda``
+buffers. This post-grad pass (Inductor's per-device custom pass) turns the graph into that graph:
 
-* each musa input is viewed as a CPU tensor over the same memory
+* each musa input is viewed as a kernel-device tensor over the same memory
   (``torch_musa::to_kernel_device``: no copy);
-* every musa device argument becomes ``cpu``, and every value's metadata with it;
-* each result that was musa becomes a musa tensor over the CPU result's
+* every musa device argument becomes the kernel device, and every value's metadata with it;
+* each result that was musa becomes a musa tensor over the kernel-device result's
   memory (``torch_musa::from_kernel_device``: no copy; a result that views an
   input gets that input's own storage back);
 * writes into musa inputs (``copy_`` for optimizer steps, running stats) go
   straight into their memory (``torch_musa::copy_from_kernel_device_``).
 
-Everything between is Inductor's CPU pipeline, untouched: fusion, vectorized
-C++ kernels, OpenMP, the FX graph and kernel caches.
+Everything between is Inductor's own pipeline for that device, untouched: fusion, kernels,
+the FX graph and kernel caches. On the cuda driver the generated wrapper runs the graph's
+device code inside kernel regions (``torch_musa._C._KernelRegion``, written by
+:mod:`.backend` as the device guard): the current musa stream is CUDA's current stream there
+and CUDA allocations come from musa memory, as for one delegated op. Graphs that need musa's
+own paths keep them (:func:`gpu_skip_reason`): ``reduce-overhead`` (musa graph trees),
+AOTInductor, collectives, random ops other than Inductor's seeds.
 """
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any, Optional
 
 import torch
@@ -33,6 +40,27 @@ from torch.utils._pytree import tree_map
 _MUSA = "musa"
 _CPU = torch.device("cpu")
 _ops = torch.ops.torch_musa
+#: The GraphModule meta key that marks a musa graph compiled as a CUDA graph (read by the wrapper).
+KERNEL_REGION_KEY = "torch_musa_kernel_region"
+#: ``TORCH_MUSA_INDUCTOR_KERNEL_DEVICE=0`` keeps the cuda driver's musa graphs on musa's own
+#: Triton path (musa buffers, extern kernels through the op layer), for comparison.
+_SWITCH = "TORCH_MUSA_INDUCTOR_KERNEL_DEVICE"
+
+
+def _on_gpu() -> bool:
+    import torch_musa
+
+    return torch_musa.get_driver_name() == "cuda"
+
+
+def kernel_device_of(device: torch.device) -> torch.device:
+    """The kernel device that runs musa ``device``'s work: ``cpu``, or ``cuda:<ordinal>``."""
+    if not _on_gpu():
+        return _CPU
+    import torch_musa
+
+    index = device.index if device.index is not None else torch_musa.current_device()
+    return torch.device("cuda", torch_musa._C._driver_ordinal(index))
 
 
 def _is_musa_tensor(v: Any) -> bool:
@@ -48,7 +76,7 @@ def _over_same_memory(x: torch.Tensor, device) -> torch.Tensor:
 
 @torch.library.register_fake("torch_musa::to_kernel_device")
 def _to_kernel_device_fake(x):
-    return _over_same_memory(x, _CPU)
+    return _over_same_memory(x, kernel_device_of(x.device))
 
 
 @torch.library.register_fake("torch_musa::from_kernel_device")
@@ -66,41 +94,108 @@ def _copy_from_kernel_device_fake(x, src):
     return None
 
 
-def _to_cpu_device(a: Any) -> Any:
+def _kernel_device_arg(a: Any) -> Any:
     if isinstance(a, torch.device) and a.type == _MUSA:
-        return _CPU
+        return kernel_device_of(a)
     return a
 
 
+#: Ops that stay on musa in a graph compiled for the cuda driver: Inductor's seeds come from
+#: the musa generator (torch.musa.manual_seed governs compiled dropout, as torch.cuda's does).
+_STAYS_ON_MUSA = (torch.ops.prims.inductor_seeds.default,)
+_COLLECTIVE_NAMESPACES = ("_c10d_functional", "c10d_functional", "_c10d_functional_autograd", "_dtensor")
+
+
+def gpu_skip_reason(gm: torch.fx.GraphModule) -> Optional[str]:
+    """Why a musa graph on the cuda driver keeps musa's own Triton path, or None."""
+    from torch._inductor import config
+    from torch._inductor.virtualized import V
+
+    if os.environ.get(_SWITCH, "1") == "0":
+        return f"{_SWITCH}=0"
+    if config.triton.cudagraphs:
+        return "reduce-overhead: musa graph trees replay the graph"
+    if V.aot_compilation or config.cpp_wrapper:
+        return "AOTInductor / cpp_wrapper: musa's AOT wrapper"
+    indices = {d.index for d in _devices_in(gm) if d.type == _MUSA}
+    if len(indices) > 1:
+        return "more than one musa device"
+    import torch_musa
+
+    for index in indices:
+        if index is not None and torch_musa._C._driver_ordinal(index) != index:
+            return "the musa device is not the CUDA device of the same index"
+    for module in gm.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        for node in module.graph.nodes:
+            if node.op != "call_function":
+                continue
+            custom = node.meta.get("custom")
+            if isinstance(custom, dict) and "stream" in custom:
+                return "user streams in the graph"
+            target = node.target
+            if not isinstance(target, torch._ops.OpOverload):
+                continue
+            if target.namespace in _COLLECTIVE_NAMESPACES:
+                return f"collective {target}: mccl serves musa tensors"
+            if target in _STAYS_ON_MUSA:
+                continue
+            if torch.Tag.nondeterministic_seeded in target.tags:
+                return f"random op {target}: musa's generator"
+            if target.namespace not in ("aten", "prims", "torch_musa") and not _runs_on_cuda(target):
+                return f"{target} has a musa kernel and no CUDA one"
+    return None
+
+
+def _runs_on_cuda(op: torch._ops.OpOverload) -> bool:
+    name = op.name()
+    return any(torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
+               for key in ("CUDA", "CompositeExplicitAutograd", "CompositeImplicitAutograd"))
+
+
+def _devices_in(gm: torch.fx.GraphModule):
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        for v in (val if isinstance(val, (list, tuple)) else (val,)):
+            if isinstance(v, torch.Tensor):
+                yield v.device
+
+
 class KernelDevicePass(CustomGraphModulePass):
-    """Rewrites a post-grad musa graph to run on the host driver's kernel device (CPU)."""
+    """Rewrites a post-grad musa graph to run on the kernel device (CPU, or CUDA)."""
 
     def __call__(self, gm: torch.fx.GraphModule) -> None:
         graph = gm.graph
         fake_mode = _fake_mode_of(graph)
         if fake_mode is None:  # no tensors at all: nothing to move
             return
+        on_gpu = _on_gpu()
+        if on_gpu:
+            if gpu_skip_reason(gm) is not None:
+                return
+            gm.meta[KERNEL_REGION_KEY] = "cuda"
 
-        def cpu_fake(v: Any) -> Any:
+        def kd_fake(v: Any) -> Any:
             if not _is_musa_tensor(v):
                 return v
             with fake_mode:
-                return torch.empty_strided(v.size(), v.stride(), dtype=v.dtype, device=_CPU)
+                return torch.empty_strided(v.size(), v.stride(), dtype=v.dtype, device=kernel_device_of(v.device))
 
         output = graph.find_nodes(op="output")[0]
         placeholders = list(graph.find_nodes(op="placeholder"))
         last_input = placeholders[-1] if placeholders else None
         originals = {n: n.meta.get("val") for n in graph.nodes}
 
-        # 1. Inputs: one CPU view each, used by everything but the graph's outputs and the
-        #    writes back into them. Constants (real tensors the graph module holds) are
-        #    replaced by their CPU views outright.
+        # 1. Inputs: one kernel-device view each, used by everything but the graph's outputs
+        #    and the writes back into them. Constants (real tensors the graph module holds) are
+        #    replaced by their kernel-device views outright.
         sources = [n for n in placeholders if _is_musa_tensor(n.meta.get("val"))]
         for src in sources:
             with graph.inserting_after(last_input):
                 view = graph.call_function(_ops.to_kernel_device.default, (src,))
             with fake_mode:
-                view.meta["val"] = _over_same_memory(src.meta["val"], _CPU)
+                view.meta["val"] = _over_same_memory(src.meta["val"], kernel_device_of(src.meta["val"].device))
             for user in list(src.users):
                 if user is view or user is output or _writes_into(user, src):
                     continue
@@ -113,7 +208,7 @@ class KernelDevicePass(CustomGraphModulePass):
                 with unset_fake_temporarily():
                     _set_attr(gm, node.target, _ops.to_kernel_device.default(value))
                 if "val" in node.meta:
-                    node.meta["val"] = tree_map(cpu_fake, node.meta["val"])
+                    node.meta["val"] = tree_map(kd_fake, node.meta["val"])
 
         # 2. Writes into musa inputs go straight into their memory.
         for node in list(graph.nodes):
@@ -126,25 +221,31 @@ class KernelDevicePass(CustomGraphModulePass):
                 node.replace_all_uses_with(dst)
                 graph.erase_node(node)
 
-        # 3. Everything else computes on CPU, inside subgraphs (control flow, stream
-        #    regions) too: their inputs now come from CPU values.
+        # 3. Everything else computes on the kernel device, inside subgraphs (control flow,
+        #    stream regions) too: their inputs now come from kernel-device values. What stays
+        #    on musa hands its result over through a view.
         boundary = (_ops.to_kernel_device.default, _ops.copy_from_kernel_device_.default)
-        for node in graph.nodes:
-            if node.op == "call_function" and node.target not in boundary:
-                _move_node_to_cpu(node, cpu_fake)
+        for node in list(graph.nodes):
+            if node.op != "call_function" or node.target in boundary:
+                continue
+            if node.target in _STAYS_ON_MUSA:
+                _view_on_kernel_device(graph, node, fake_mode)
+            else:
+                _move_node_to_kernel_device(node, kd_fake)
         for name, sub in gm.named_modules():
             if name and isinstance(sub, torch.fx.GraphModule):
                 _strip_boundary(sub.graph)
                 for node in sub.graph.nodes:
                     if node.op in ("placeholder", "call_function"):
-                        _move_node_to_cpu(node, cpu_fake)
+                        _move_node_to_kernel_device(node, kd_fake)
                 sub.recompile()
-        # flex_attention that Inductor's CPU template refuses (training) runs torch's dense
-        # implementation, traced into this CPU graph; its results stand for the op's.
-        from .flex_dense import decompose_where_needed
+        if not on_gpu:
+            # flex_attention that Inductor's CPU template refuses (training) runs torch's dense
+            # implementation, traced into this CPU graph; its results stand for the op's.
+            from .flex_dense import decompose_where_needed
 
-        for old, new in decompose_where_needed(gm, fake_mode).items():
-            originals[new] = originals.get(old)
+            for old, new in decompose_where_needed(gm, fake_mode).items():
+                originals[new] = originals.get(old)
 
         # 4. Results that were musa go back as musa tensors over the same memory.
         def back_to_musa(a: Any) -> Any:
@@ -168,6 +269,8 @@ class KernelDevicePass(CustomGraphModulePass):
         from . import flex_dense
 
         digest = hashlib.sha256()
+        # (the driver and the switch decide what the pass makes of a graph)
+        digest.update(f"{_on_gpu()}:{os.environ.get(_SWITCH, '1')}".encode())
         for path in (__file__, flex_dense.__file__):
             with open(path, "rb") as f:
                 digest.update(f.read())
@@ -202,17 +305,27 @@ def _from_kernel_device_call(value: torch.fx.Node, device: torch.device):
     return _ops.from_kernel_device.default, (value, device)
 
 
-def _move_node_to_cpu(node: torch.fx.Node, cpu_fake) -> None:
+def _move_node_to_kernel_device(node: torch.fx.Node, kd_fake) -> None:
     # The host driver runs work inline in program order, so a CPU kernel's stream does not
     # matter (and Inductor only declares user streams for GPU graphs); the graph's own
-    # stream ops (waits, event records) stay and still run.
+    # stream ops (waits, event records) stay and still run. (The cuda driver leaves graphs
+    # with user streams on musa's path.)
     custom = node.meta.get("custom")
     if isinstance(custom, dict) and "stream" in custom:
         node.meta["custom"] = {k: v for k, v in custom.items() if k != "stream"}
-    node.args = tree_map(_to_cpu_device, node.args)
-    node.kwargs = tree_map(_to_cpu_device, node.kwargs)
+    node.args = tree_map(_kernel_device_arg, node.args)
+    node.kwargs = tree_map(_kernel_device_arg, node.kwargs)
     if "val" in node.meta:
-        node.meta["val"] = tree_map(cpu_fake, node.meta["val"])
+        node.meta["val"] = tree_map(kd_fake, node.meta["val"])
+
+
+def _view_on_kernel_device(graph: torch.fx.Graph, node: torch.fx.Node, fake_mode) -> None:
+    """Leaves ``node`` on musa; its users read a kernel-device view of its result."""
+    with graph.inserting_after(node):
+        view = graph.call_function(_ops.to_kernel_device.default, (node,))
+    with fake_mode:
+        view.meta["val"] = _over_same_memory(node.meta["val"], kernel_device_of(node.meta["val"].device))
+    node.replace_all_uses_with(view, delete_user_cb=lambda user: user is not view)
 
 
 def _attr(gm: torch.fx.GraphModule, target: str) -> Any:
