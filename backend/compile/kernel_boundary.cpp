@@ -12,6 +12,7 @@
 #include "ops/delegate.h"
 #include "ops/delegation.h"
 #include "ops/kernel_device.h"
+#include "compile/kernel_boundary.h"
 
 namespace torch_musa {
 namespace {
@@ -41,6 +42,8 @@ const c10::Storage* held_by(const c10::Storage& s) {
   return &static_cast<HeldStorage*>(s.data_ptr().get_context())->storage;
 }
 
+}  // namespace
+
 at::Tensor to_kernel_device(const at::Tensor& musa) {
   TORCH_CHECK(musa.device().type() == c10::DeviceType::PrivateUse1,
               "torch_musa::to_kernel_device expects a musa tensor, got one on ", musa.device());
@@ -61,11 +64,15 @@ at::Tensor from_kernel_device(const at::Tensor& t, c10::Device device) {
                      kMusaKey);
 }
 
+namespace {
+
 // AOTInductor's proxy executor replaces every Device argument with the model's
 // device (a kernel device there), so compiled packages name the musa device by index.
 at::Tensor from_kernel_device_index(const at::Tensor& t, int64_t index) {
   return from_kernel_device(t, c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index)));
 }
+
+}  // namespace
 
 void copy_from_kernel_device_(const at::Tensor& self, const at::Tensor& src) {
   at::Tensor dst = alias_on_kernel_device(self);
@@ -73,8 +80,6 @@ void copy_from_kernel_device_(const at::Tensor& self, const at::Tensor& src) {
   KernelDeviceCallGuard guard;
   dst.copy_(src);
 }
-
-}  // namespace
 
 TORCH_LIBRARY(torch_musa, m) {
   m.def("to_kernel_device(Tensor(a) self) -> Tensor(a)");

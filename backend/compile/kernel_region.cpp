@@ -4,42 +4,21 @@
 // (Inductor's buffers, library workspaces) come from musa memory, exactly as
 // for one delegated op (KernelScope), so compiled code launches and allocates
 // as native compiled code does, on musa's stream and memory.
-#include <torch/csrc/utils/pybind.h>
-
-#include <memory>
+#include "compile/kernel_region.h"
 
 #include "core/device.h"
 #include "ops/kernel_device.h"
 
-namespace py = pybind11;
+namespace torch_musa {
 
-namespace torch_musa::compile {
-namespace {
+KernelRegion::KernelRegion(c10::DeviceIndex index) : index_(index) { check_device_index(index); }
+KernelRegion::~KernelRegion() = default;
 
-class KernelRegion {
- public:
-  explicit KernelRegion(c10::DeviceIndex index) : index_(index) { check_device_index(index); }
-  void enter() {
-    TORCH_CHECK(!scope_, "torch_musa kernel region for musa:", index_, " entered twice");
-    scope_ = std::make_unique<KernelScope>(kernel_device(), index_);
-  }
-  void exit() { scope_.reset(); }
-
- private:
-  c10::DeviceIndex index_;
-  std::unique_ptr<KernelScope> scope_;
-};
-
-}  // namespace
-
-void bind_python(py::module& m) {
-  py::class_<KernelRegion>(m, "_KernelRegion")
-    .def(py::init<c10::DeviceIndex>())
-    .def("__enter__", [](KernelRegion& r) { r.enter(); })
-    .def("__exit__", [](KernelRegion& r, const py::args&) {
-      r.exit();
-      return false;
-    });
+void KernelRegion::enter() {
+  TORCH_CHECK(!scope_, "torch_musa kernel region for musa:", index_, " entered twice");
+  scope_ = std::make_unique<KernelScope>(kernel_device(), index_);
 }
 
-}  // namespace torch_musa::compile
+void KernelRegion::exit() { scope_.reset(); }
+
+}  // namespace torch_musa

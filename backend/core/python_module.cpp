@@ -37,7 +37,7 @@ namespace torch_musa::ipc {
 void bind_python(py::module& m);  // ipc/python_bindings.cpp: sharing with other processes
 }
 namespace torch_musa::compile {
-void bind_python(py::module& m);  // compile/kernel_region.cpp: compiled regions on the kernel device
+void bind_python(py::module& m);  // compile/python_bindings.cpp: kernel regions and their boundary
 }
 
 namespace torch_musa {

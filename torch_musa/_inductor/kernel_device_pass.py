@@ -27,6 +27,7 @@ AOTInductor, collectives, random ops other than Inductor's seeds.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from typing import Any, Optional
@@ -266,15 +267,20 @@ class KernelDevicePass(CustomGraphModulePass):
         gm.recompile()
 
     def uuid(self) -> Optional[Any]:
-        from . import flex_dense
+        # Inductor's FX graph cache keys on this: what the pass makes of a graph depends on the
+        # driver and the switch, and the code made from it on this package's sources.
+        return _package_digest(f"{_on_gpu()}:{os.environ.get(_SWITCH, '1')}")
 
-        digest = hashlib.sha256()
-        # (the driver and the switch decide what the pass makes of a graph)
-        digest.update(f"{_on_gpu()}:{os.environ.get(_SWITCH, '1')}".encode())
-        for path in (__file__, flex_dense.__file__):
-            with open(path, "rb") as f:
+
+@functools.lru_cache(None)
+def _package_digest(setting: str) -> str:
+    digest = hashlib.sha256(setting.encode())
+    package = os.path.dirname(os.path.abspath(__file__))
+    for name in sorted(os.listdir(package)):
+        if name.endswith(".py"):
+            with open(os.path.join(package, name), "rb") as f:
                 digest.update(f.read())
-        return digest.hexdigest()
+    return digest.hexdigest()
 
 
 def _strip_boundary(graph: torch.fx.Graph) -> None:
