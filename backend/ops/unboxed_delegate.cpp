@@ -15,6 +15,7 @@
 #include <ATen/core/enum_tag.h>
 #include <torch/library.h>
 
+#include <array>
 #include <optional>
 #include <tuple>
 #include <type_traits>
@@ -24,6 +25,7 @@
 #include "ops/delegation.h"
 #include "ops/double_cast.h"
 #include "ops/dtype_widening.h"
+#include "ops/list_alias_cache.h"
 #include "ops/routed_blocks.h"
 #include "graphs/capture_state.h"
 
@@ -60,6 +62,17 @@ constexpr bool is_list_v = std::is_same_v<std::decay_t<T>, at::TensorList>;
 template <class T>
 constexpr bool is_optional_tensor_v = std::is_same_v<std::decay_t<T>, std::optional<at::Tensor>>;
 
+// What a parameter becomes when the previous call's alias lists are passed again: the cached
+// list itself (no copy); everything else as Forwarded.
+template <class T>
+struct Cached {
+  using type = typename Forwarded<T>::type;
+};
+template <>
+struct Cached<at::TensorList> {
+  using type = at::TensorList;
+};
+
 template <class FuncType>
 class UnboxedDelegate;
 
@@ -81,6 +94,25 @@ class UnboxedDelegate<Ret(Args...)> {
     note_delegated();
     routed_blocks::Hold hold_lent;  // the output is adopted below, from this thread's list
     KernelDevice& kd = kernel_device();
+    // List ops (optimizer steps): alias lists kept from the previous call (list_alias_cache.h).
+    if constexpr (kListCached) {
+      if (((!is_optional_tensor_v<Args> || !optional_defined(args)) && ...)) {
+        std::array<at::TensorList, kLists> lists;
+        size_t k = 0;
+        (collect_list(args, lists, k), ...);
+        if (const ListAliasCache::Entry* e = list_alias_cache().refresh(&op_.schema(), lists)) {
+          size_t li = 0;
+          std::tuple<typename Cached<Args>::type...> cached{cached_arg<Args>(args, *e, li)...};
+          try {
+            launch(kd, e->device, cached);
+            return;
+          } catch (const c10::Error&) {
+            // (kernels check their arguments before they write: the general path below runs
+            // the call again and decides: a widened kernel for a dtype without one, or the error)
+          }
+        }
+      }
+    }
     Delegation call(op_, kd);
     const auto& schema_args = op_.schema().arguments();
     size_t i = 0;
@@ -93,26 +125,26 @@ class UnboxedDelegate<Ret(Args...)> {
     using Result = std::conditional_t<kVoid, bool, std::conditional_t<kInPlace, at::Tensor*, at::Tensor>>;
     std::optional<Result> result;
     try {
-      KernelScope scope(kd, call.device);
-      KernelDeviceCallGuard below_musa;
-      kd.launch(
-          call.device,
-          [&] {
-            auto redispatch = [&](auto&... a) -> Ret {
-              return typed_.redispatch(c10::DispatchKeySet(kd.dispatch_key()), a...);
-            };
-            if constexpr (kVoid) {
-              std::apply(redispatch, forwarded);
-            } else {
+      if constexpr (kVoid) {
+        launch(kd, call.device, forwarded);
+      } else {
+        KernelScope scope(kd, call.device);
+        KernelDeviceCallGuard below_musa;
+        kd.launch(
+            call.device,
+            [&] {
+              auto redispatch = [&](auto&... a) -> Ret {
+                return typed_.redispatch(c10::DispatchKeySet(kd.dispatch_key()), a...);
+              };
               decltype(auto) r = std::apply(redispatch, forwarded);
               if constexpr (kInPlace) {
                 result = &r;
               } else {
                 result = std::move(r);
               }
-            }
-          },
-          op_.schema().name().c_str());
+            },
+            op_.schema().name().c_str());
+      }
     } catch (const c10::Error& e) {
       // No kernel for one of the arguments' dtypes: the boxed path widens it (dtype_widening.h).
       std::vector<c10::IValue> boxed_args;
@@ -135,6 +167,50 @@ class UnboxedDelegate<Ret(Args...)> {
   }
 
  private:
+  static constexpr size_t kLists = (size_t{is_list_v<Args>} + ... + size_t{0});
+  // Void ops with lists and no plain tensor argument keep their alias lists across calls.
+  static constexpr bool kListCached = kVoid && kLists > 0 && !(is_tensor_v<Args> || ...);
+
+  // Runs a void op's kernel over `forwarded` on the current musa stream of `device`.
+  template <class Tuple>
+  void launch(KernelDevice& kd, c10::DeviceIndex device, Tuple& forwarded) const {
+    KernelScope scope(kd, device);
+    KernelDeviceCallGuard below_musa;
+    kd.launch(
+        device,
+        [&] {
+          std::apply([&](auto&... a) { typed_.redispatch(c10::DispatchKeySet(kd.dispatch_key()), a...); },
+                     forwarded);
+        },
+        op_.schema().name().c_str());
+  }
+
+  template <class T>
+  static bool optional_defined(const T& v) {
+    if constexpr (is_optional_tensor_v<T>) {
+      return v.has_value() && v->defined();
+    } else {
+      return false;
+    }
+  }
+
+  template <class T>
+  static void collect_list(const T& v, std::array<at::TensorList, kLists>& lists, size_t& k) {
+    if constexpr (is_list_v<T>) lists[k++] = v;
+  }
+
+  template <class A>
+  static typename Cached<A>::type cached_arg(std::remove_reference_t<A>& v, const ListAliasCache::Entry& e,
+                                             size_t& li) {
+    if constexpr (is_list_v<A>) {
+      return at::TensorList(e.aliases[li++]);
+    } else if constexpr (is_optional_tensor_v<A>) {
+      return std::nullopt;  // (cached calls have none)
+    } else {
+      return v;
+    }
+  }
+
   template <class T>
   static void note(Delegation& call, const T& v, const std::string& name) {
     if constexpr (is_tensor_v<T>) {

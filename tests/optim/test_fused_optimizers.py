@@ -155,3 +155,43 @@ def test_state_dict_holds_step_on_the_host_and_round_trips(device, cls, tmp_path
     resumed.step()
     for a, b in zip(opt.param_groups[0]["params"], params):
         assert torch.equal(a.detach().cpu(), b.detach().cpu())
+
+
+def test_fused_steps_follow_tensors_that_change_between_steps(device):
+    # The op layer keeps a list op's kernel-device aliases from one step to the next: a parameter
+    # given new memory, a replaced state tensor and new gradient tensors must each be seen.
+    init = _params()
+
+    def run(dev, make_opt):
+        params = [torch.nn.Parameter(p.clone().to(dev)) for p in init]
+        opt = make_opt(params)
+        g = torch.Generator().manual_seed(3)
+        for step in range(5):
+            for p in params:
+                p.grad = torch.randn(p.shape, generator=g).to(dev)
+            if step == 2:
+                params[0].data = params[0].data.clone() * 2  # same parameter, new memory
+                state = opt.state[params[1]]
+                state["exp_avg"] = state["exp_avg"].clone()  # a replaced moment
+            opt.step()
+        return [p.detach().cpu() for p in params], params, opt
+
+    got, params, opt = run(device, lambda p: FusedAdamW(p, lr=1e-2))
+    ref, _, _ = run("cpu", lambda p: torch.optim.AdamW(p, lr=1e-2, foreach=False))
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    # A tensor on the wrong device in the step's lists is a clear error, and the next step runs.
+    ps = [p.detach() for p in params]
+    grads = [torch.ones_like(p) for p in ps]
+    moments = [torch.zeros_like(p) for p in ps]
+    steps = [torch.ones((), device=device) for _ in ps]
+
+    def fused(exp_avgs):
+        torch._fused_adamw_(ps, grads, exp_avgs, [m.clone() for m in moments], [], steps, lr=1e-2, beta1=0.9,
+                            beta2=0.999, weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+
+    with pytest.raises(RuntimeError, match="device"):
+        fused([m.clone() for m in moments[:-1]] + [moments[-1].cpu()])
+    before = ps[0].clone()
+    fused([m.clone() for m in moments])
+    assert not torch.equal(ps[0], before)

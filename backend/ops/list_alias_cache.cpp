@@ -1,0 +1,78 @@
+#include "ops/list_alias_cache.h"
+
+#include "ops/delegate.h"
+#include "ops/kernel_device.h"
+#include "tensor_kinds/tensor_kinds.h"
+
+namespace torch_musa::op_layer {
+namespace {
+
+// Whether `alias` (a non-owning kernel-device alias) describes `t`'s memory, layout and dtype,
+// and nothing else has taken its storage.
+bool still_fits(const at::Tensor& alias, const at::Tensor& t) {
+  if (!alias.defined()) return false;
+  const c10::TensorImpl* ai = alias.unsafeGetTensorImpl();
+  const c10::TensorImpl* ti = t.unsafeGetTensorImpl();
+  const c10::Storage& as = ai->storage();
+  const c10::Storage& ts = ti->storage();
+  return as.use_count() == 1 && as.data() == ts.data() && as.nbytes() == ts.nbytes() &&
+         ai->dtype() == ti->dtype() && ai->storage_offset() == ti->storage_offset() && ai->sizes() == ti->sizes() &&
+         ai->strides() == ti->strides() && ai->is_conj() == ti->is_conj() && ai->is_neg() == ti->is_neg();
+}
+
+bool dense_musa_on(const at::Tensor& t, c10::DeviceIndex device) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 && t.device().index() == device &&
+         !tensor_kinds::is_kind(t) && t.unsafeGetTensorImpl()->has_storage();
+}
+
+}  // namespace
+
+ListAliasCache::Entry& ListAliasCache::entry_of(const void* op) {
+  for (Entry& e : entries_)
+    if (e.op == op) return e;
+  if (entries_.size() < kEntries) {
+    entries_.emplace_back();
+    entries_.back().op = op;
+    return entries_.back();
+  }
+  Entry& e = entries_[next_];
+  next_ = (next_ + 1) % kEntries;
+  e = Entry();
+  e.op = op;
+  return e;
+}
+
+const ListAliasCache::Entry* ListAliasCache::refresh(const void* op, c10::ArrayRef<at::TensorList> lists) {
+  // The device: the first element's (every other element must be on it).
+  c10::DeviceIndex device = -1;
+  for (const at::TensorList list : lists)
+    if (!list.empty()) {
+      device = list[0].defined() && list[0].device().type() == c10::DeviceType::PrivateUse1 ? list[0].device().index()
+                                                                                             : -1;
+      break;
+    }
+  if (device < 0) return nullptr;
+  Entry& e = entry_of(op);
+  if (e.device != device || e.aliases.size() != lists.size()) {
+    e.device = device;
+    e.aliases.assign(lists.size(), {});
+  }
+  for (size_t k = 0; k < lists.size(); ++k) {
+    const at::TensorList list = lists[k];
+    auto& aliases = e.aliases[k];
+    aliases.resize(list.size());
+    for (size_t i = 0; i < list.size(); ++i) {
+      const at::Tensor& t = list[i];
+      if (!dense_musa_on(t, device)) return nullptr;
+      if (!still_fits(aliases[i], t)) aliases[i] = alias_on_kernel_device(t);
+    }
+  }
+  return &e;
+}
+
+ListAliasCache& list_alias_cache() {
+  thread_local ListAliasCache cache;
+  return cache;
+}
+
+}  // namespace torch_musa::op_layer
