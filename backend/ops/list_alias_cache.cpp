@@ -27,39 +27,51 @@ bool dense_musa_on(const at::Tensor& t, c10::DeviceIndex device) {
 
 }  // namespace
 
-ListAliasCache::Entry& ListAliasCache::entry_of(const void* op) {
+ListAliasCache::Entry* ListAliasCache::entry_of(const void* op, const c10::TensorImpl* first,
+                                                 c10::ArrayRef<at::TensorList> lists) {
+  auto same_sizes = [&](const Entry& e) {
+    if (e.sizes.size() != lists.size()) return false;
+    for (size_t k = 0; k < lists.size(); ++k)
+      if (e.sizes[k] != lists[k].size()) return false;
+    return true;
+  };
   for (Entry& e : entries_)
-    if (e.op == op) return e;
+    if (e.op == op && e.first == first && same_sizes(e)) return e.busy ? nullptr : &e;
+  Entry* e = nullptr;
   if (entries_.size() < kEntries) {
-    entries_.emplace_back();
-    entries_.back().op = op;
-    return entries_.back();
+    e = &entries_.emplace_back();
+  } else {
+    e = &entries_[next_];
+    if (e->busy) return nullptr;
+    next_ = (next_ + 1) % kEntries;
+    *e = Entry();
   }
-  Entry& e = entries_[next_];
-  next_ = (next_ + 1) % kEntries;
-  e = Entry();
-  e.op = op;
+  e->op = op;
+  e->first = first;
+  e->sizes.clear();
+  for (const at::TensorList list : lists) e->sizes.push_back(list.size());
   return e;
 }
 
-const ListAliasCache::Entry* ListAliasCache::refresh(const void* op, c10::ArrayRef<at::TensorList> lists) {
+ListAliasCache::Entry* ListAliasCache::refresh(const void* op, c10::ArrayRef<at::TensorList> lists) {
   // The device: the first element's (every other element must be on it).
-  c10::DeviceIndex device = -1;
+  const at::Tensor* first = nullptr;
   for (const at::TensorList list : lists)
     if (!list.empty()) {
-      device = list[0].defined() && list[0].device().type() == c10::DeviceType::PrivateUse1 ? list[0].device().index()
-                                                                                             : -1;
+      first = &list[0];
       break;
     }
-  if (device < 0) return nullptr;
-  Entry& e = entry_of(op);
-  if (e.device != device || e.aliases.size() != lists.size()) {
-    e.device = device;
-    e.aliases.assign(lists.size(), {});
+  if (first == nullptr || !first->defined() || first->device().type() != c10::DeviceType::PrivateUse1) return nullptr;
+  const c10::DeviceIndex device = first->device().index();
+  Entry* e = entry_of(op, first->unsafeGetTensorImpl(), lists);
+  if (e == nullptr) return nullptr;
+  if (e->device != device || e->aliases.size() != lists.size()) {
+    e->device = device;
+    e->aliases.assign(lists.size(), {});
   }
   for (size_t k = 0; k < lists.size(); ++k) {
     const at::TensorList list = lists[k];
-    auto& aliases = e.aliases[k];
+    auto& aliases = e->aliases[k];
     aliases.resize(list.size());
     for (size_t i = 0; i < list.size(); ++i) {
       const at::Tensor& t = list[i];
@@ -67,7 +79,7 @@ const ListAliasCache::Entry* ListAliasCache::refresh(const void* op, c10::ArrayR
       if (!still_fits(aliases[i], t)) aliases[i] = alias_on_kernel_device(t);
     }
   }
-  return &e;
+  return e;
 }
 
 ListAliasCache& list_alias_cache() {

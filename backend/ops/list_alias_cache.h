@@ -19,21 +19,40 @@ namespace torch_musa::op_layer {
 class ListAliasCache {
  public:
   struct Entry {
-    const void* op = nullptr;  // the op's schema
+    const void* op = nullptr;                      // the op's schema
+    const c10::TensorImpl* first = nullptr;        // the first element of the first non-empty list
+    std::vector<size_t> sizes;                     // the lists' lengths
     c10::DeviceIndex device = -1;
     std::vector<std::vector<at::Tensor>> aliases;  // per list argument, as the kernel takes them
+    bool busy = false;                             // a call is passing these lists now
   };
 
-  // `op`'s entry, made to alias `lists` element for element (fitting aliases kept, the others
-  // made anew), or null when an element is not a dense musa tensor of one device (the caller's
-  // general path handles those, and reports what is wrong with them).
-  const Entry* refresh(const void* op, c10::ArrayRef<at::TensorList> lists);
+  ListAliasCache() { entries_.reserve(kEntries); }  // (entries never move: callers hold pointers)
+
+  // The entry for this call of `op` (one per op and set of lists: an optimizer's parameter
+  // groups each have theirs), made to alias `lists` element for element (fitting aliases kept,
+  // the others made anew); null when an element is not a dense musa tensor of one device (the
+  // caller's general path handles those, and reports what is wrong with them), or when the
+  // entry is in use by a call further up this thread.
+  Entry* refresh(const void* op, c10::ArrayRef<at::TensorList> lists);
 
  private:
-  static constexpr size_t kEntries = 8;  // list ops per thread (an optimizer uses two)
-  Entry& entry_of(const void* op);
+  static constexpr size_t kEntries = 16;  // list calls per thread and step
+  Entry* entry_of(const void* op, const c10::TensorImpl* first, c10::ArrayRef<at::TensorList> lists);
   std::vector<Entry> entries_;
   size_t next_ = 0;
+};
+
+// Marks an entry in use while a call passes its lists (so nothing re-aliases them meanwhile).
+class EntryInUse {
+ public:
+  explicit EntryInUse(ListAliasCache::Entry& e) : e_(e) { e_.busy = true; }
+  ~EntryInUse() { e_.busy = false; }
+  EntryInUse(const EntryInUse&) = delete;
+  EntryInUse& operator=(const EntryInUse&) = delete;
+
+ private:
+  ListAliasCache::Entry& e_;
 };
 
 // This thread's cache.

@@ -100,16 +100,23 @@ class UnboxedDelegate<Ret(Args...)> {
         std::array<at::TensorList, kLists> lists;
         size_t k = 0;
         (collect_list(args, lists, k), ...);
-        if (const ListAliasCache::Entry* e = list_alias_cache().refresh(&op_.schema(), lists)) {
+        if (ListAliasCache::Entry* e = list_alias_cache().refresh(&op_.schema(), lists)) {
+          EntryInUse in_use(*e);
           size_t li = 0;
           std::tuple<typename Cached<Args>::type...> cached{cached_arg<Args>(args, *e, li)...};
           try {
             launch(kd, e->device, cached);
-            return;
-          } catch (const c10::Error&) {
-            // (kernels check their arguments before they write: the general path below runs
-            // the call again and decides: a widened kernel for a dtype without one, or the error)
+          } catch (const c10::Error& err) {
+            // As the general path: a dtype without a kernel runs widened, anything else is the error.
+            std::vector<c10::IValue> boxed_args;
+            (boxed_args.emplace_back(args), ...);
+            if (!missing_kernel_dtype(op_, err, boxed_args)) {
+              fp8::rethrow_float8_without_kernel(op_, err);
+              throw;
+            }
+            return boxed(ks, args...);
           }
+          return;
         }
       }
     }

@@ -195,3 +195,17 @@ def test_fused_steps_follow_tensors_that_change_between_steps(device):
     before = ps[0].clone()
     fused([m.clone() for m in moments])
     assert not torch.equal(ps[0], before)
+
+
+def test_list_op_that_fails_part_way_leaves_what_the_cpu_leaves(device):
+    # The foreach add of the step counts writes tensor by tensor where it cannot fuse: when a
+    # later tensor fails, the earlier ones keep one update, as on the CPU (never a second one).
+    results = []
+    for dev in ("cpu", device):
+        a = torch.zeros(4, device=dev)
+        b = torch.zeros(1, device=dev).expand(4)  # in-place add into an expanded tensor fails
+        for _ in range(2):  # (the second call takes the kept alias lists)
+            with pytest.raises(RuntimeError):
+                torch._foreach_add_([a, b], 1)
+        results.append(a.cpu())
+    torch.testing.assert_close(results[1], results[0])

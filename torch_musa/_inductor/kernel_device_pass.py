@@ -118,7 +118,10 @@ def gpu_skip_reason(gm: torch.fx.GraphModule) -> Optional[str]:
         return "reduce-overhead: musa graph trees replay the graph"
     if V.aot_compilation or config.cpp_wrapper:
         return "AOTInductor / cpp_wrapper: musa's AOT wrapper"
-    indices = {d.index for d in _devices_in(gm) if d.type == _MUSA}
+    devices = set(_devices_in(gm))
+    if any(d.type == "cuda" for d in devices):
+        return "the graph has torch.cuda tensors of its own"
+    indices = {d.index for d in devices if d.type == _MUSA}
     if len(indices) > 1:
         return "more than one musa device"
     import torch_musa
@@ -144,15 +147,16 @@ def gpu_skip_reason(gm: torch.fx.GraphModule) -> Optional[str]:
                 continue
             if torch.Tag.nondeterministic_seeded in target.tags:
                 return f"random op {target}: musa's generator"
-            if target.namespace not in ("aten", "prims", "torch_musa") and not _runs_on_cuda(target):
-                return f"{target} has a musa kernel and no CUDA one"
+            if target.namespace not in ("prims", "torch_musa") and not _runs_on_cuda(target.name()):
+                return f"{target} has no CUDA kernel (musa runs it through the op layer)"
     return None
 
 
-def _runs_on_cuda(op: torch._ops.OpOverload) -> bool:
-    name = op.name()
+@functools.lru_cache(None)
+def _runs_on_cuda(name: str) -> bool:
     return any(torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
-               for key in ("CUDA", "CompositeExplicitAutograd", "CompositeImplicitAutograd"))
+               for key in ("CUDA", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional",
+                           "CompositeImplicitAutograd"))
 
 
 def _devices_in(gm: torch.fx.GraphModule):
@@ -268,8 +272,18 @@ class KernelDevicePass(CustomGraphModulePass):
 
     def uuid(self) -> Optional[Any]:
         # Inductor's FX graph cache keys on this: what the pass makes of a graph depends on the
-        # driver and the switch, and the code made from it on this package's sources.
-        return _package_digest(f"{_on_gpu()}:{os.environ.get(_SWITCH, '1')}")
+        # driver, the switch and the musa-to-CUDA device map, and the code made from it on this
+        # package's sources.
+        return _package_digest(f"{_on_gpu()}:{os.environ.get(_SWITCH, '1')}:{_device_map()}")
+
+
+def _device_map() -> tuple:
+    """The CUDA ordinal of each musa device (compiled code names devices by index)."""
+    if not _on_gpu():
+        return ()
+    import torch_musa
+
+    return tuple(torch_musa._C._driver_ordinal(i) for i in range(torch_musa.device_count()))
 
 
 @functools.lru_cache(None)
