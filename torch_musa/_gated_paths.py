@@ -638,10 +638,9 @@ def _kr_wrap_init_wrapper_code(torch_fn):
         meta) has musa inputs and outputs around CUDA nodes: its wrapper is musa's, whose
         device guards are kernel regions over musa's stream and memory. Any other graph gets
         torch's function with its device types as they are."""
-        from torch_musa._inductor.kernel_device_pass import KERNEL_REGION_KEY
+        from torch_musa._inductor.kernel_device_pass import marks_kernel_regions
 
-        meta = getattr(getattr(self, "module", None), "meta", None) or {}
-        if meta.get(KERNEL_REGION_KEY) != "cuda" or "cuda" not in self.device_types:
+        if not marks_kernel_regions(getattr(self, "module", None)) or "cuda" not in self.device_types:
             return torch_fn(self, *args, **kwargs)
         self.device_types.discard("cuda")
         try:

@@ -63,17 +63,13 @@ at::Tensor from_kernel_device(const at::Tensor& t, c10::Device device) {
   // Fresh memory the region lent from musa (cuda driver): the musa block itself, owned by the
   // result as any musa allocation is (so record_stream and the allocator's stream rules apply).
   // Only a storage nothing else holds; the kernel-device tensor keeps a non-owning view.
-  c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
-  if (t.storage().use_count() == 1 && impl->data_ptr().get() != nullptr) {
-    c10::DataPtr taken = std::move(impl->mutable_data_ptr());
-    if (kernel_device().adopt(taken, device.index())) {
-      const size_t n = impl->nbytes();
-      impl->set_data_ptr_noswap(c10::DataPtr(taken.get(), impl->device()));
-      c10::Storage musa(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), n, std::move(taken),
-                                                             musa_allocator, true));
+  if (t.storage().use_count() == 1) {
+    c10::StorageImpl& impl = *t.storage().unsafeGetStorageImpl();
+    if (c10::DataPtr block = take_lent_block(kernel_device(), impl, device.index()); block.get() != nullptr) {
+      c10::Storage musa(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), impl.nbytes(),
+                                                             std::move(block), musa_allocator, true));
       return tensor_over(std::move(musa), t, kMusaKey);
     }
-    impl->set_data_ptr_noswap(std::move(taken));
   }
   // Other kernel-device memory: a musa tensor holding it, that may grow (resize_, out=) like any other.
   return tensor_over(storage_sharing(t.storage(), device, musa_allocator), t, kMusaKey);

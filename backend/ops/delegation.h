@@ -69,6 +69,20 @@ c10::IValue map_tensors(const c10::IValue& v, c10::function_ref<at::Tensor(const
 // strides, offset, conj/neg bits) of `like`: how musa tensors are aliased.
 at::Tensor tensor_over(c10::Storage storage, const at::Tensor& like, c10::DispatchKey key);
 
+// Whether kernel-device alias `a` (made for some musa tensor) describes musa tensor `t` as it is
+// now: a non-owning alias whose storage nothing else holds, over the same memory, with the same
+// dtype and layout. An alias depends on nothing else, so such an alias can stand for `t`.
+inline bool alias_describes(const at::Tensor& a, const at::Tensor& t) {
+  const c10::TensorImpl* ai = a.unsafeGetTensorImpl();
+  const c10::TensorImpl* ti = t.unsafeGetTensorImpl();
+  const c10::Storage& as = ai->storage();
+  const c10::Storage& ts = ti->storage();
+  return as.use_count() == 1 && as.data() == ts.data() && as.nbytes() == ts.nbytes() &&
+         as.resizable() == ts.resizable() && is_non_owning_alias(as) && ai->dtype() == ti->dtype() &&
+         ai->storage_offset() == ti->storage_offset() && ai->sizes() == ti->sizes() &&
+         ai->strides() == ti->strides() && ai->is_conj() == ti->is_conj() && ai->is_neg() == ti->is_neg();
+}
+
 // Recently made kernel-device aliases, per thread. An alias depends only on
 // the memory and layout it describes, so one whose memory, size, layout and
 // dtype still equal those of the musa tensor being aliased is reused as is:
@@ -96,15 +110,7 @@ class AliasCache {
     return static_cast<size_t>((static_cast<uint64_t>(p) * 0x9E3779B97F4A7C15ull) >> (64 - kSlotBits));
   }
   static bool reusable(const at::Tensor& a, const at::Tensor& t, c10::DispatchKey key) {
-    const c10::TensorImpl* ai = a.unsafeGetTensorImpl();
-    const c10::TensorImpl* ti = t.unsafeGetTensorImpl();
-    const c10::Storage& as = ai->storage();
-    const c10::Storage& ts = ti->storage();
-    return a.use_count() == 1 && as.use_count() == 1 && ai->key_set().has(key) && as.data() == ts.data() &&
-           as.nbytes() == ts.nbytes() && as.resizable() == ts.resizable() && is_non_owning_alias(as) &&
-           ai->dtype() == ti->dtype() && ai->storage_offset() == ti->storage_offset() &&
-           ai->sizes() == ti->sizes() && ai->strides() == ti->strides() && ai->is_conj() == ti->is_conj() &&
-           ai->is_neg() == ti->is_neg();
+    return a.use_count() == 1 && a.unsafeGetTensorImpl()->key_set().has(key) && alias_describes(a, t);
   }
   std::vector<at::Tensor> slots_;
 };
@@ -354,17 +360,14 @@ class Delegation {
       to.set_nbytes(0);
       return;
     }
-    c10::DataPtr taken = std::move(dp);
-    if (kd_.adopt(taken, device)) {
-      // The kernel-device storage keeps a non-owning view for the rest of this call.
-      from.set_data_ptr_noswap(c10::DataPtr(taken.get(), kd_.device_for(device)));
-      to.set_data_ptr_noswap(std::move(taken));
+    // (the kernel-device storage keeps a non-owning view for the rest of this call)
+    if (c10::DataPtr musa = take_lent_block(kd_, from, device); musa.get() != nullptr) {
+      to.set_data_ptr_noswap(std::move(musa));
       to.set_nbytes(n);
       return;
     }
     // Memory the musa allocator did not provide (e.g. a library's own
     // buffer): copy it into musa memory and count the op.
-    from.set_data_ptr_noswap(std::move(taken));
     DeviceScope scope(device);
     c10::Storage fresh(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), n,
                                                             allocator::get()->allocate(n), allocator::get(), true));

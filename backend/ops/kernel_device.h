@@ -90,6 +90,11 @@ c10::Storage non_owning_alias(const c10::Storage& musa, c10::Device device, c10:
 // Whether `s` is (still) such a non-owning alias.
 bool is_non_owning_alias(const c10::Storage& s);
 
+// The musa block behind kernel-device storage `from`, when the kernel device lent it from musa
+// memory of `index` while an op (or a compiled region) ran: returns the owning musa DataPtr and
+// leaves `from` a non-owning view of the same memory. Otherwise an empty DataPtr, `from` unchanged.
+c10::DataPtr take_lent_block(KernelDevice& kd, c10::StorageImpl& from, c10::DeviceIndex index);
+
 // Installed by the cuda kernel device's translation unit, when built.
 void register_cuda_kernel_device(KernelDevice* (*factory)());
 

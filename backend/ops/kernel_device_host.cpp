@@ -141,6 +141,16 @@ c10::Storage non_owning_alias(const c10::Storage& musa, c10::Device device, c10:
 
 bool is_non_owning_alias(const c10::Storage& s) { return s.data_ptr().get_deleter() == &noop_delete; }
 
+c10::DataPtr take_lent_block(KernelDevice& kd, c10::StorageImpl& from, c10::DeviceIndex index) {
+  c10::DataPtr taken = std::move(from.mutable_data_ptr());
+  if (taken.get() != nullptr && kd.adopt(taken, index)) {
+    from.set_data_ptr_noswap(c10::DataPtr(taken.get(), kd.device_for(index)));
+    return taken;
+  }
+  from.set_data_ptr_noswap(std::move(taken));
+  return c10::DataPtr();
+}
+
 KernelDevice& kernel_device() {
   static KernelDevice* kd = []() -> KernelDevice* {
     if (!is_host_driver()) {

@@ -1,24 +1,12 @@
 #include "ops/list_alias_cache.h"
 
 #include "ops/delegate.h"
+#include "ops/delegation.h"
 #include "ops/kernel_device.h"
 #include "tensor_kinds/tensor_kinds.h"
 
 namespace torch_musa::op_layer {
 namespace {
-
-// Whether `alias` (a non-owning kernel-device alias) describes `t`'s memory, layout and dtype,
-// and nothing else has taken its storage.
-bool still_fits(const at::Tensor& alias, const at::Tensor& t) {
-  if (!alias.defined()) return false;
-  const c10::TensorImpl* ai = alias.unsafeGetTensorImpl();
-  const c10::TensorImpl* ti = t.unsafeGetTensorImpl();
-  const c10::Storage& as = ai->storage();
-  const c10::Storage& ts = ti->storage();
-  return as.use_count() == 1 && as.data() == ts.data() && as.nbytes() == ts.nbytes() &&
-         ai->dtype() == ti->dtype() && ai->storage_offset() == ti->storage_offset() && ai->sizes() == ti->sizes() &&
-         ai->strides() == ti->strides() && ai->is_conj() == ti->is_conj() && ai->is_neg() == ti->is_neg();
-}
 
 bool dense_musa_on(const at::Tensor& t, c10::DeviceIndex device) {
   return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 && t.device().index() == device &&
@@ -76,7 +64,7 @@ ListAliasCache::Entry* ListAliasCache::refresh(const void* op, c10::ArrayRef<at:
     for (size_t i = 0; i < list.size(); ++i) {
       const at::Tensor& t = list[i];
       if (!dense_musa_on(t, device)) return nullptr;
-      if (!still_fits(aliases[i], t)) aliases[i] = alias_on_kernel_device(t);
+      if (!aliases[i].defined() || !alias_describes(aliases[i], t)) aliases[i] = alias_on_kernel_device(t);
     }
   }
   return e;

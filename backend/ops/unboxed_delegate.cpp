@@ -107,14 +107,7 @@ class UnboxedDelegate<Ret(Args...)> {
           try {
             launch(kd, e->device, cached);
           } catch (const c10::Error& err) {
-            // As the general path: a dtype without a kernel runs widened, anything else is the error.
-            std::vector<c10::IValue> boxed_args;
-            (boxed_args.emplace_back(args), ...);
-            if (!missing_kernel_dtype(op_, err, boxed_args)) {
-              fp8::rethrow_float8_without_kernel(op_, err);
-              throw;
-            }
-            return boxed(ks, args...);
+            return widened_or_rethrown(err, ks, args...);  // as the general path
           }
           return;
         }
@@ -153,14 +146,7 @@ class UnboxedDelegate<Ret(Args...)> {
             op_.schema().name().c_str());
       }
     } catch (const c10::Error& e) {
-      // No kernel for one of the arguments' dtypes: the boxed path widens it (dtype_widening.h).
-      std::vector<c10::IValue> boxed_args;
-      (boxed_args.emplace_back(args), ...);
-      if (!missing_kernel_dtype(op_, e, boxed_args)) {
-        fp8::rethrow_float8_without_kernel(op_, e);
-        throw;
-      }
-      return boxed(ks, args...);
+      return widened_or_rethrown(e, ks, args...);
     }
     if constexpr (kVoid) {
       return;
@@ -258,6 +244,18 @@ class UnboxedDelegate<Ret(Args...)> {
   template <class First, class... Rest>
   static First& first_arg(First& first, Rest&...) {
     return first;
+  }
+
+  // After the kernel raised `e`: no kernel for one of the arguments' dtypes runs widened through
+  // the boxed path (dtype_widening.h); anything else is rethrown (called inside the catch).
+  Ret widened_or_rethrown(const c10::Error& e, c10::DispatchKeySet ks, Args... args) const {
+    std::vector<c10::IValue> boxed_args;
+    (boxed_args.emplace_back(args), ...);
+    if (!missing_kernel_dtype(op_, e, boxed_args)) {
+      fp8::rethrow_float8_without_kernel(op_, e);
+      throw;
+    }
+    return boxed(ks, args...);
   }
 
   Ret boxed(c10::DispatchKeySet ks, Args... args) const {

@@ -24,13 +24,12 @@ from __future__ import annotations
 
 from torch._inductor.codegen.common import DeviceOpOverrides, get_device_op_overrides, register_device_op_overrides
 
-import torch_musa
+from .kernel_device_pass import KernelDevicePass, marks_kernel_regions
+from .kernel_device_pass import on_gpu as _on_gpu
 
 _TYPE = "musa"
 
 
-def _on_gpu() -> bool:
-    return torch_musa.get_driver_name() == "cuda"
 
 
 class MusaDeviceOpOverrides(DeviceOpOverrides):
@@ -62,11 +61,7 @@ def _in_kernel_regions() -> bool:
     """Whether the graph being generated is a musa graph the pass made a CUDA graph."""
     from torch._inductor.virtualized import V
 
-    from .kernel_device_pass import KERNEL_REGION_KEY
-
-    graph = V.graph
-    module = getattr(graph, "module", None) if graph is not None else None
-    return getattr(module, "meta", {}).get(KERNEL_REGION_KEY) == "cuda"
+    return marks_kernel_regions(getattr(V.graph, "module", None))
 
 
 def _scheduling():
@@ -118,8 +113,6 @@ def _register() -> None:
             # same GPUs, is a GPU type too: it is cached, so ask it first.
             utils.get_gpu_type()
             utils.GPU_TYPES.append(_TYPE)
-    from .kernel_device_pass import KernelDevicePass
-
     device_pass = KernelDevicePass()
     register_backend_for_device(_TYPE, _scheduling(), _python_wrapper(), _cpp_wrapper(), _fx_wrapper(),
                                 device_custom_pass=device_pass)

@@ -48,15 +48,21 @@ KERNEL_REGION_KEY = "torch_musa_kernel_region"
 _SWITCH = "TORCH_MUSA_INDUCTOR_KERNEL_DEVICE"
 
 
-def _on_gpu() -> bool:
+def on_gpu() -> bool:
+    """Whether the kernel device is CUDA (the cuda driver)."""
     import torch_musa
 
     return torch_musa.get_driver_name() == "cuda"
 
 
+def marks_kernel_regions(module: Any) -> bool:
+    """Whether ``module`` is a musa graph this pass made a CUDA graph (its code runs in kernel regions)."""
+    return (getattr(module, "meta", None) or {}).get(KERNEL_REGION_KEY) == "cuda"
+
+
 def kernel_device_of(device: torch.device) -> torch.device:
     """The kernel device that runs musa ``device``'s work: ``cpu``, or ``cuda:<ordinal>``."""
-    if not _on_gpu():
+    if not on_gpu():
         return _CPU
     import torch_musa
 
@@ -75,9 +81,14 @@ def _over_same_memory(x: torch.Tensor, device) -> torch.Tensor:
     return torch.ops.aten.as_strided.default(base, x.size(), x.stride(), x.storage_offset())
 
 
+def _kernel_view(x: torch.Tensor) -> torch.Tensor:
+    """x's kernel-device view (on fake tensors: its metadata)."""
+    return _over_same_memory(x, kernel_device_of(x.device))
+
+
 @torch.library.register_fake("torch_musa::to_kernel_device")
 def _to_kernel_device_fake(x):
-    return _over_same_memory(x, kernel_device_of(x.device))
+    return _kernel_view(x)
 
 
 @torch.library.register_fake("torch_musa::from_kernel_device")
@@ -175,8 +186,8 @@ class KernelDevicePass(CustomGraphModulePass):
         fake_mode = _fake_mode_of(graph)
         if fake_mode is None:  # no tensors at all: nothing to move
             return
-        on_gpu = _on_gpu()
-        if on_gpu:
+        gpu = on_gpu()
+        if gpu:
             if gpu_skip_reason(gm) is not None:
                 return
             gm.meta[KERNEL_REGION_KEY] = "cuda"
@@ -200,7 +211,7 @@ class KernelDevicePass(CustomGraphModulePass):
             with graph.inserting_after(last_input):
                 view = graph.call_function(_ops.to_kernel_device.default, (src,))
             with fake_mode:
-                view.meta["val"] = _over_same_memory(src.meta["val"], kernel_device_of(src.meta["val"].device))
+                view.meta["val"] = _kernel_view(src.meta["val"])
             for user in list(src.users):
                 if user is view or user is output or _writes_into(user, src):
                     continue
@@ -244,7 +255,7 @@ class KernelDevicePass(CustomGraphModulePass):
                     if node.op in ("placeholder", "call_function"):
                         _move_node_to_kernel_device(node, kd_fake)
                 sub.recompile()
-        if not on_gpu:
+        if not gpu:
             # flex_attention that Inductor's CPU template refuses (training) runs torch's dense
             # implementation, traced into this CPU graph; its results stand for the op's.
             from .flex_dense import decompose_where_needed
@@ -274,12 +285,12 @@ class KernelDevicePass(CustomGraphModulePass):
         # Inductor's FX graph cache keys on this: what the pass makes of a graph depends on the
         # driver, the switch and the musa-to-CUDA device map, and the code made from it on this
         # package's sources.
-        return _package_digest(f"{_on_gpu()}:{os.environ.get(_SWITCH, '1')}:{_device_map()}")
+        return _package_digest(f"{on_gpu()}:{os.environ.get(_SWITCH, '1')}:{_device_map()}")
 
 
 def _device_map() -> tuple:
     """The CUDA ordinal of each musa device (compiled code names devices by index)."""
-    if not _on_gpu():
+    if not on_gpu():
         return ()
     import torch_musa
 
@@ -344,7 +355,7 @@ def _view_on_kernel_device(graph: torch.fx.Graph, node: torch.fx.Node, fake_mode
     with graph.inserting_after(node):
         view = graph.call_function(_ops.to_kernel_device.default, (node,))
     with fake_mode:
-        view.meta["val"] = _over_same_memory(node.meta["val"], kernel_device_of(node.meta["val"].device))
+        view.meta["val"] = _kernel_view(node.meta["val"])
     node.replace_all_uses_with(view, delete_user_cb=lambda user: user is not view)
 
 
