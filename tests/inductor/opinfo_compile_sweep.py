@@ -10,9 +10,12 @@ Dynamo ran eagerly counts, as it would for a user, but shows 0. Entries whose ea
 run raises are counted as ``skip``: there is nothing to compare a compiled result
 with. A compiled run that raises is a failure.
 
-    python -m tests.inductor.opinfo_compile_sweep [--every N] [--ops a,b] [--json out.json]
+    python -m tests.inductor.opinfo_compile_sweep [--every N] [--shard K/M] [--ops a,b] [--json out.json]
+    python -m tests.inductor.opinfo_compile_sweep --merge a.json b.json ...
 
 ``--every N`` takes every N-th entry (CI runs a slice; the full sweep is ``--every 1``).
+``--shard K/M`` takes the K-th of M interleaved slices of those, so M processes can share
+the sweep (compiles are CPU-bound); ``--merge`` sums their ``--json`` files.
 """
 from __future__ import annotations
 
@@ -75,11 +78,11 @@ def run_entry(op, timeout):
         signal.alarm(0)
 
 
-def sweep(every=1, names=None, timeout=120, progress=False):
+def sweep(every=1, names=None, timeout=120, progress=False, shard=(0, 1)):
     import torch  # noqa: F401
     import torch_musa  # noqa: F401
 
-    ops = base._load_ops(names)[::every]
+    ops = base._load_ops(names)[::every][shard[0]::shard[1]]
     results = []
     for i, op in enumerate(ops):
         t0 = time.time()
@@ -102,11 +105,20 @@ def summarize(results):
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--every", type=int, default=1)
+    ap.add_argument("--shard", default="0/1", help="K/M: the K-th of M interleaved slices")
     ap.add_argument("--ops", default="")
     ap.add_argument("--json")
     ap.add_argument("--timeout", type=int, default=120)
+    ap.add_argument("--merge", nargs="+", help="sum the results of these --json files")
     args = ap.parse_args(argv)
-    results = sweep(args.every, [n for n in args.ops.split(",") if n], args.timeout, progress=True)
+    if args.merge:
+        results = [r for path in args.merge for r in json.load(open(path))["results"]]
+    else:
+        k, m = (int(v) for v in args.shard.split("/"))
+        if not 0 <= k < m:
+            ap.error(f"--shard {args.shard}: K must be in [0, M)")
+        results = sweep(args.every, [n for n in args.ops.split(",") if n], args.timeout, progress=True,
+                        shard=(k, m))
     summary = summarize(results)
     print(json.dumps(summary))
     for r in results:
