@@ -37,3 +37,10 @@
 #else
 #define TORCH_MUSA_HAS_PRIVATEUSE1_PROFILER_REGISTRY 0
 #endif
+
+// Named tensors are gone from torch 2.13 (no Tensor::has_names, no ATen/core/NamedTensor.h).
+#if __has_include(<ATen/core/NamedTensor.h>)
+#define TORCH_MUSA_TENSOR_HAS_NAMES(t) ((t).has_names())
+#else
+#define TORCH_MUSA_TENSOR_HAS_NAMES(t) false
+#endif

@@ -27,6 +27,33 @@ import time
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "privateuse1_runtime", "privateuse1_driver")
 
 
+def _calls_by_op(trace):
+    """Runtime calls counted by the innermost CPU op they ran in (same thread, within its span)."""
+    import bisect
+
+    ops = collections.defaultdict(list)
+    for e in trace:
+        if e.get("cat") == "cpu_op" and e.get("ph") == "X":
+            ops[e["tid"]].append(e)
+    starts = {}
+    for tid, lst in ops.items():
+        lst.sort(key=lambda e: e["ts"])
+        starts[tid] = [e["ts"] for e in lst]
+    by_op = collections.Counter()
+    for e in trace:
+        if e.get("cat") not in RUNTIME_CATS:
+            continue
+        lst, inner = ops.get(e["tid"], []), "(no cpu op)"
+        i = bisect.bisect_right(starts.get(e["tid"], []), e["ts"]) - 1
+        while i >= 0:  # the latest-starting op that still spans the call is the innermost
+            if lst[i]["ts"] + lst[i].get("dur", 0) >= e["ts"]:
+                inner = lst[i]["name"]
+                break
+            i -= 1
+        by_op[f"{e['name']} in {inner}"] += 1
+    return by_op
+
+
 def child(device, quick, steps):
     from profiler_bench import training_step
 
@@ -75,6 +102,7 @@ def child(device, quick, steps):
     calls = collections.Counter(e["name"] for e in trace if e.get("cat") in RUNTIME_CATS)
     out["events per step"] = {k: round(v / steps, 1) for k, v in cats.most_common()}
     out["runtime calls per step"] = {k: round(v / steps, 1) for k, v in calls.most_common(14)}
+    out["runtime calls by cpu op"] = {k: round(v / steps, 1) for k, v in _calls_by_op(trace).most_common(24)}
     ops = collections.Counter(e["name"] for e in trace if e.get("cat") == "cpu_op")
     out["cpu op names"] = {k: v / steps for k, v in ops.items()}
     print(json.dumps(out))
@@ -116,11 +144,11 @@ def main():
                 continue
             sm, sn = m[i] / res["musa"]["plain"][i], n[i] / res[native]["plain"][i]
             print(f"| {k:24} | {m[i]:8.2f} ({sm:5.2f}) | {n[i]:8.2f} ({sn:5.2f}) | {sm / sn:20.3f} |")
-    for key in ("events per step", "runtime calls per step"):
+    for key in ("events per step", "runtime calls per step", "runtime calls by cpu op"):
         print(f"\n{key} (fullest profile):")
         names = list(dict.fromkeys(list(res["musa"][key]) + list(res[native][key])))
         for n in names:
-            print(f"  {n:44} musa {res['musa'][key].get(n, 0):9.1f}   {native} {res[native][key].get(n, 0):9.1f}")
+            print(f"  {n[:70]:70} musa {res['musa'][key].get(n, 0):9.1f}   {native} {res[native][key].get(n, 0):9.1f}")
     m, n = res["musa"]["cpu op names"], res[native]["cpu op names"]
     diff = sorted(set(m) | set(n), key=lambda k: -abs(m.get(k, 0) - n.get(k, 0)))[:16]
     print("\ncpu ops per step, the largest differences (fullest profile):")

@@ -1,10 +1,11 @@
 // The few aten ops musa implements itself: factories (they allocate musa
-// memory), metadata-only views, and copies across devices. Everything else
+// memory), metadata-only views, and copies. Everything else
 // runs through the delegating fallback (delegate.cpp).
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/copy_native.h>
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
@@ -16,6 +17,7 @@
 #include "ops/kernel_device.h"
 #include "graphs/capture_state.h"
 #include "graphs/host_op_recorder.h"
+#include "version_gates.h"
 
 namespace torch_musa {
 namespace {
@@ -56,6 +58,25 @@ at::Tensor musa_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, st
                                            c10::dtype_or_default(dtype));
 }
 
+// torch's "efficient zero tensor" (autograd's zeros that are never written): no memory, and
+// the ZeroTensor key makes ops that read it see zeros, as for cpu/cuda.
+at::Tensor musa_efficientzerotensor(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                                    std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                                    std::optional<bool> pin_memory) {
+  check_factory(layout, pin_memory);
+  auto index = target_device(device);
+  check_device_index(index);
+  struct NoMemory final : c10::Allocator {
+    c10::Device device;
+    explicit NoMemory(c10::Device d) : device(d) {}
+    c10::DataPtr allocate(size_t) override { return {nullptr, nullptr, &c10::detail::deleteNothing, device}; }
+    c10::DeleterFnPtr raw_deleter() const override { return &c10::detail::deleteNothing; }
+    void copy_data(void*, const void*, std::size_t) const override {}
+  } no_memory(c10::Device(kMusa, index));
+  auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1) | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
+  return at::detail::empty_generic(size, &no_memory, keys, c10::dtype_or_default(dtype), std::nullopt);
+}
+
 // Copies between musa and cpu, or within musa, as a kernel-device copy over
 // aliases: dtype conversion, strides and broadcasting come from ATen.
 at::Tensor musa_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
@@ -82,6 +103,20 @@ at::Tensor musa_copy_from(const at::Tensor& self, const at::Tensor& dst, bool no
   const char* name = !src_musa ? "Memcpy HtoD" : !dst_musa ? "Memcpy DtoH" : "Memcpy DtoD";
   kd.launch(index, [&] { d.copy_(s, non_blocking); }, name, profiler::ActivityKind::Memcpy);
   return dst;
+}
+
+// Tensor.copy_ with a musa tensor on either side. ATen's composite copy_ knows no
+// musa and re-dispatches to _copy_from; this goes there directly, saving a
+// dispatcher trip (and a profiler event) on every copy. What the composite
+// handles besides (names, zero tensors, meta tensors) still goes through it.
+at::Tensor& musa_copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  TORCH_CHECK(self.defined(), "copy_: self is undefined");
+  TORCH_CHECK(src.defined(), "copy_: src is undefined");
+  if (TORCH_MUSA_TENSOR_HAS_NAMES(self) || TORCH_MUSA_TENSOR_HAS_NAMES(src) || self._is_zerotensor() ||
+      src._is_zerotensor() || self.is_meta() || src.is_meta())
+    return at::native::copy_(self, src, non_blocking);
+  if (!self.is_same(src)) musa_copy_from(src, self, non_blocking);
+  return self;
 }
 
 at::Tensor musa_copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
@@ -115,9 +150,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("record_stream", TORCH_FN(musa_record_stream));
   m.impl("empty.memory_format", TORCH_FN(musa_empty));
   m.impl("empty_strided", TORCH_FN(musa_empty_strided));
+  m.impl("_efficientzerotensor", TORCH_FN(musa_efficientzerotensor));
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
   m.impl("view", TORCH_FN(at::native::view));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
+  m.impl("copy_", TORCH_FN(musa_copy_));
   m.impl("_copy_from", TORCH_FN(musa_copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(musa_copy_from_and_resize));
 }

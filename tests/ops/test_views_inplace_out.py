@@ -287,3 +287,36 @@ def _no_warning():
             warnings.simplefilter("error")
             yield
     return cm()
+
+
+@pytest.mark.parametrize("direction", ["musa->musa", "cpu->musa", "musa->cpu"])
+def test_copy_converts_broadcasts_and_records_one_op_as_cpu(direction):
+    from torch.profiler import ProfilerActivity, profile
+
+    src_cpu = torch.randn(1, 6, generator=torch.Generator().manual_seed(1))
+    dst_cpu = torch.zeros(4, 6, dtype=torch.float16).t().contiguous().t()  # non-contiguous destination
+    ref = dst_cpu.clone().copy_(src_cpu)
+    src = src_cpu if direction.startswith("cpu") else src_cpu.musa()
+    dst = dst_cpu.clone() if direction.endswith("cpu") else dst_cpu.musa()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        out = dst.copy_(src, non_blocking=True)
+    torch.musa.synchronize()
+    assert out is dst
+    assert torch.equal(dst.cpu(), ref) and dst.stride() == dst_cpu.stride()
+    # musa's copy_ goes straight to the copy: no second trip through _copy_from, as for cuda tensors
+    names = [e.name for e in prof.events()]
+    assert names.count("aten::copy_") == 1 and "aten::_copy_from" not in names, names
+
+
+def test_copy_errors_and_zero_tensors_as_cpu():
+    a = torch.ones(3, device="musa")
+    with pytest.raises(RuntimeError, match="size of tensor a \\(2\\) must match"):
+        torch.ones(2, device="musa").copy_(a)
+    assert a.copy_(a) is a and torch.equal(a.cpu(), torch.ones(3))
+    # autograd's efficient zero tensors: no memory, reads as zeros, refuses writes, as on the cpu
+    z, zc = torch._efficientzerotensor(3, device="musa"), torch._efficientzerotensor(3)
+    assert z._is_zerotensor() and z.device.type == "musa"
+    assert torch.equal(a.copy_(z).cpu(), torch.zeros(3)) and torch.equal((z + 2).cpu(), zc + 2)
+    with pytest.raises(RuntimeError, match="ZeroTensors are immutable"):
+        z.add_(1)
+    assert torch.empty(3, device="meta").copy_(a).device.type == "meta"
