@@ -68,6 +68,7 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
     auto type = args[i].type();
     if (auto opt = type->cast<c10::OptionalType>()) type = opt->getElementType();
     if (type->kind() == c10::TypeKind::GeneratorType) t.generator_args.push_back(i);
+    if (type->kind() == c10::TypeKind::FloatType && args[i].name() == "dropout_p") t.dropout_arg = static_cast<int>(i);
     if (type->kind() == c10::TypeKind::TensorType && args[i].name() == "scalars" &&
         schema.name().rfind("aten::_foreach_", 0) == 0)
       t.cpu_side_args.push_back(i);
@@ -315,7 +316,11 @@ void musa_fallback_of(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
     at::Generator kernel_default;
     // (While capturing on the cuda driver, the kernel device's default
     // generator is the graph-safe one the graph reseeds at every replay.)
-    if (traits.seeded_without_generator &&
+    // Attention without dropout draws nothing: no seeding (on CUDA that is
+    // a generator made and two state swaps, nine capture queries, per call).
+    const bool draws = traits.seeded_without_generator &&
+                       !(traits.dropout_arg >= 0 && (*stack)[base + traits.dropout_arg].toDouble() == 0.0);
+    if (draws &&
         !graphs::note_generator_if_capturing(call.device, default_generator(call.device))) {
       kernel_default = at::globalContext().defaultGenerator(kd.device_for(call.device));
       at::Generator seeded = kd.kernel_generator(default_generator(call.device));

@@ -36,6 +36,7 @@ struct OpTraits {
   std::vector<size_t> written_args;  // arguments the op mutates (self in add_, out=)
   std::vector<size_t> generator_args;
   bool seeded_without_generator = false;  // random op that would use the default generator
+  int dropout_arg = -1;  // its `float dropout_p` (attention): at 0 the call draws no random numbers
   bool allows_cpu_indices = false;        // index ops accept cpu index tensors, as on CUDA
   // Tensors the kernel reads on the host, so they stay cpu tensors: the foreach ops' `scalars`
   // (a ScalarList passed as a tensor; CUDA's kernels require it on the cpu).

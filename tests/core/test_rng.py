@@ -195,3 +195,23 @@ def test_fork_rng_restores_musa_and_cpu_generators(fork_rng):
     with fork(devices=[0], enabled=False, **kwargs):
         torch.rand(4, device="musa")
     assert not torch.equal(torch.rand(4, device="musa").cpu(), after[0])  # not forked: the draw advanced it
+
+
+def test_attention_without_dropout_leaves_the_random_stream_as_cpu():
+    q = torch.randn(1, 2, 8, 16, generator=torch.Generator().manual_seed(0))
+
+    def next_draw(device, p=None):
+        gen_seed = torch.musa.manual_seed if device == "musa" else torch.manual_seed
+        gen_seed(0)
+        torch.rand(3, device=device)
+        if p is not None:
+            x = q.to(device)
+            F.scaled_dot_product_attention(x, x, x, dropout_p=p)
+        return torch.rand(3, device=device).cpu()
+
+    # As on the cpu (and cuda): attention with dropout_p=0 draws no random numbers
+    for device in ("cpu", "musa"):
+        assert torch.equal(next_draw(device), next_draw(device, 0.0)), device
+    # with dropout it draws from musa's generator: seeded, repeatable, and the stream moves on
+    assert not torch.equal(next_draw("musa"), next_draw("musa", 0.5))
+    assert torch.equal(next_draw("musa", 0.5), next_draw("musa", 0.5))
