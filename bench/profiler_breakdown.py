@@ -92,6 +92,8 @@ def child(device, quick, steps):
         os.environ["TORCH_MUSA_PROFILER_DEVICE_ACTIVITY"] = "0" if "musa's off" in name else "1"
         with profile(activities=acts, profile_memory=full, record_shapes=full) as prof:
             out[name] = timed()
+        if name == "cpu ops":  # where the CPU's time goes, op by op (self time, us per step)
+            out["cpu op self us"] = {e.key: round(e.self_cpu_time_total / steps, 1) for e in prof.key_averages()}
     # The last profile (the fullest): its events per step, by category and runtime-call name.
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "trace.json")
@@ -133,7 +135,7 @@ def main():
     print(f"\nprofiler cost breakdown, {a.size} GPT step, driver '{torch.musa.get_driver_name()}', "
           f"{a.steps} steps per cell, median ms/step (slowdown against plain)")
     rows = [k for k in res["musa"] if k not in ("events per step", "runtime calls per step", "runtime calls by cpu op",
-                                               "cpu op names")]
+                                               "cpu op names", "cpu op self us")]
     for i, what in enumerate(("CPU issue time (before the synchronize)", "wall time")):
         print(f"\n{what}")
         print(f"| {'profile':24} | {'musa':>16} | {native:>16} | {'musa/native slowdown':>20} |")
@@ -150,6 +152,11 @@ def main():
         names = list(dict.fromkeys(list(res["musa"][key]) + list(res[native][key])))
         for n in names:
             print(f"  {n[:70]:70} musa {res['musa'][key].get(n, 0):9.1f}   {native} {res[native][key].get(n, 0):9.1f}")
+    m, n = res["musa"]["cpu op self us"], res[native]["cpu op self us"]
+    print(f"\nCPU self time per step by op under the CPU-op profile (us), the largest differences; "
+          f"total musa {sum(m.values()):.0f}, {native} {sum(n.values()):.0f}:")
+    for k in sorted(set(m) | set(n), key=lambda k: -abs(m.get(k, 0) - n.get(k, 0)))[:20]:
+        print(f"  {k[:60]:60} musa {m.get(k, 0):8.1f}   {native} {n.get(k, 0):8.1f}")
     m, n = res["musa"]["cpu op names"], res[native]["cpu op names"]
     diff = sorted(set(m) | set(n), key=lambda k: -abs(m.get(k, 0) - n.get(k, 0)))[:16]
     print("\ncpu ops per step, the largest differences (fullest profile):")
