@@ -1,7 +1,7 @@
 """mccl against the native collective backend, in the same run.
 
     python3 bench/dist_bench.py [--world 2] [--rounds 3] [--max-mib 256] [--ddp] [--quick] [--modes sync,async]
-                                [--skip-check]
+                                [--skip-check] [--paired]
 
 Host driver: mccl on musa tensors (Gloo over musa memory) against Gloo on CPU tensors. cuda driver:
 mccl on musa tensors against NCCL on CUDA tensors (world 1 on a one-GPU machine: the per-call cost).
@@ -11,7 +11,10 @@ reduce_scatter_tensor: (n-1)/n * bytes of the full tensor / t; at world 1 the pl
 musa/native ratios. Each op is timed synchronous (async_op=False) and asynchronous (async_op=True,
 then Work.wait()). "musa" is mccl with the cross-rank signature check off (TORCH_MCCL_CHECK_COLLECTIVES=0:
 the configuration the floors judge); "check" is with it on (the host driver's default; at world 1 there
-is nothing to check). The floor column says whether the row meets the issue's floor: cuda driver
+is nothing to check). --paired times native and musa in the same rank processes (mccl's default
+group and a native group beside it), alternating three times per op and size with the order flipped
+each time: a process's own speed (seen to move a world-1 call by 2x between processes on the H200)
+then applies to both sides. The floor column says whether the row meets the issue's floor: cuda driver
 >= 0.95 at every size; host driver >= 0.95 from 1 MiB, >= 0.80 below. --ddp adds a DDP training step
 of a ~100M-parameter MLP (samples/s).
 """
@@ -37,56 +40,82 @@ def _sizes(max_mib):
     return out
 
 
-def worker(side, max_mib, ddp, modes):
-    """One rank: time every op and size on `side` ("native" or "musa"); rank 0 reports."""
+def _setup(side):
+    """This rank's device, backend name and synchronize for `side` ("native" or "musa...")."""
+    import torch
+
+    if side.startswith("musa"):
+        torch.musa.set_device(int(os.environ["LOCAL_RANK"]))
+        return torch.device("musa", torch.musa.current_device()), "mccl", torch.musa.synchronize
+    if os.environ["TORCH_MUSA_DRIVER"] == "cuda":
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        return torch.device("cuda", torch.cuda.current_device()), "nccl", torch.cuda.synchronize
+    return torch.device("cpu"), "gloo", (lambda: None)
+
+
+def _timed_calls(device, sync, group, world, op, mode, size):
+    """A timer for one op/mode/size on `group`: each call times a batch grown until it takes ~0.2 s
+    (the same count on every rank) and returns the bus bandwidth in GB/s."""
     import torch
     import torch.distributed as dist
 
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    musa = side.startswith("musa")
-    cuda_driver = os.environ["TORCH_MUSA_DRIVER"] == "cuda"
-    if musa:
-        torch.musa.set_device(int(os.environ["LOCAL_RANK"]))
-        device, backend, sync = torch.device("musa", torch.musa.current_device()), "mccl", torch.musa.synchronize
-    elif cuda_driver:
-        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-        device, backend, sync = torch.device("cuda", torch.cuda.current_device()), "nccl", torch.cuda.synchronize
-    else:
-        device, backend, sync = torch.device("cpu"), "gloo", (lambda: None)
-    dist.init_process_group(backend, rank=rank, world_size=world)
+    n = size // 4
+    full = torch.ones(n, device=device)
+    part = torch.ones(n // world, device=device)
+    calls = {"all_reduce": lambda a: dist.all_reduce(full, async_op=a, group=group),
+             "all_gather_into_tensor": lambda a: dist.all_gather_into_tensor(full, part, async_op=a, group=group),
+             "reduce_scatter_tensor": lambda a: dist.reduce_scatter_tensor(part, full, async_op=a, group=group)}
     factor = {"all_reduce": 2 * (world - 1) / world, "all_gather_into_tensor": (world - 1) / world,
-              "reduce_scatter_tensor": (world - 1) / world}
-    if world == 1:
-        factor = dict.fromkeys(factor, 1.0)
-    out = {}
-    for size in _sizes(max_mib):
-        n = size // 4
-        full = torch.ones(n, device=device)
-        part = torch.ones(n // world, device=device)
-        calls = {"all_reduce": lambda a: dist.all_reduce(full, async_op=a),
-                 "all_gather_into_tensor": lambda a: dist.all_gather_into_tensor(full, part, async_op=a),
-                 "reduce_scatter_tensor": lambda a: dist.reduce_scatter_tensor(part, full, async_op=a)}
-        for op, mode in ((op, mode) for op in OPS for mode in modes):
-            call = calls[op]
-            fn = (lambda: call(False)) if mode == "sync" else (lambda: call(True).wait())
-            for _ in range(2):
+              "reduce_scatter_tensor": (world - 1) / world}[op] if world > 1 else 1.0
+    call = calls[op]
+    fn = (lambda: call(False)) if mode == "sync" else (lambda: call(True).wait())
+    for _ in range(2):
+        fn()
+    sync()
+
+    def timed():
+        iters = 1
+        while True:
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(iters):
                 fn()
             sync()
-            iters, t = 1, 0.0
-            while True:  # grow the count until a timed batch takes ~0.2 s (same count on every rank)
-                dist.barrier()
-                t0 = time.perf_counter()
-                for _ in range(iters):
-                    fn()
-                sync()
-                t = time.perf_counter() - t0  # rank 0's time; the barrier lined the ranks up
-                if t > 0.2 or iters >= 4096:
-                    break
-                iters *= 4
-            out[f"{op}/{mode}/{size}"] = factor[op] * size / (t / iters) / 1e9
-        del full, part
+            t = time.perf_counter() - t0  # rank 0's time; the barrier lined the ranks up
+            if t > 0.2 or iters >= 4096:
+                return factor * size / (t / iters) / 1e9
+            iters *= 4
+    return timed
+
+
+def worker(side, max_mib, ddp, modes):
+    """One rank: time every op and size on `side` ("native", "musa", "musa_check", or "paired": native
+    and musa in this one process, interleaved); rank 0 reports."""
+    import torch.distributed as dist
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    device, backend, sync = _setup("musa" if side == "paired" else side)
+    dist.init_process_group(backend, rank=rank, world_size=world)
+    groups = {side: (device, sync, None)}
+    if side == "paired":  # mccl's default group, and a native group for the native device
+        device, backend, sync = _setup("native")
+        groups = {"musa": groups[side], "native": (device, sync, dist.new_group(backend=backend))}
+    out = {}
+    for size in _sizes(max_mib):
+        for op, mode in ((op, mode) for op in OPS for mode in modes):
+            timers = {name: _timed_calls(d, sy, g, world, op, mode, size) for name, (d, sy, g) in groups.items()}
+            # Paired: three alternations, the order flipping each time; each side's median.
+            reps = 3 if len(timers) > 1 else 1
+            order = list(timers)
+            got = {name: [] for name in timers}
+            for i in range(reps):
+                for name in (order if i % 2 == 0 else order[::-1]):
+                    got[name].append(timers[name]())
+            for name, v in got.items():
+                out[f"{name}:{op}/{mode}/{size}" if side == "paired" else f"{op}/{mode}/{size}"] = statistics.median(v)
     if ddp:
-        out["ddp_samples_per_s"] = ddp_step(device, sync)
+        for name, (d, sy, _) in groups.items():
+            out[f"{name}:ddp_samples_per_s" if side == "paired" else "ddp_samples_per_s"] = ddp_step(d, sy)
     dist.destroy_process_group()
     if rank == 0:
         with open(os.environ["MCCL_RESULT"], "w") as f:
@@ -131,6 +160,9 @@ def main():
     ap.add_argument("--modes", default="sync,async", help="sync, async or both (comma-separated)")
     ap.add_argument("--skip-check", action="store_true",
                     help="leave out the check-on side (at world 1 it has nothing to check)")
+    ap.add_argument("--paired", action="store_true",
+                    help="native and musa in the same rank processes, interleaved per op and size (a fresh "
+                         "process each round): no process-to-process spread between the two sides")
     a = ap.parse_args()
     modes = [m for m in a.modes.split(",") if m]
     if any(m not in MODES for m in modes):
@@ -140,18 +172,25 @@ def main():
     driver = os.environ.get("TORCH_MUSA_DIST_DRIVER", "host")
     world = a.world or (2 if driver == "host" else 1)
     sides = ("native", "musa") if a.skip_check else ("native", "musa", "musa_check")
+    launches = (("paired",) + sides[2:]) if a.paired else sides
     runs = {s: [] for s in sides}
     for _ in range(a.rounds):
-        for side in sides:
+        for side in launches:
             env = {"TORCH_MCCL_CHECK_COLLECTIVES": "1" if side == "musa_check" else "0"}
             if side == "native":
                 env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # native runs without torch_musa loaded
             res = run_ranks("worker", world, timeout=1800, env=env, module="bench.dist_bench",
-                            args=(side, str(a.max_mib), "1" if a.ddp else "0", ",".join(modes)))
-            runs[side].append(res[0])
+                            args=(side, str(a.max_mib), "1" if a.ddp else "0", ",".join(modes)))[0]
+            if side != "paired":
+                runs[side].append(res)
+                continue
+            for name in ("native", "musa"):
+                runs[name].append({k.split(":", 1)[1]: v for k, v in res.items() if k.startswith(name + ":")})
     med = {s: {k: statistics.median(r[k] for r in runs[s]) for k in runs[s][0]} for s in sides}
     native_name = "gloo (cpu)" if driver == "host" else "nccl (cuda)"
-    print(f"mccl vs {native_name}, world {world}, driver {driver}, median of {a.rounds} round(s); GB/s (bus)")
+    how = "paired in each rank process" if a.paired else "separate processes"
+    print(f"mccl vs {native_name}, world {world}, driver {driver}, median of {a.rounds} round(s), {how}; "
+          "GB/s (bus)")
     print(f"{'op':24s} {'mode':5s} {'size':>9s} {'native':>9s} {'musa':>9s} {'ratio':>6s} {'check':>9s} {'ratio':>6s} floor")
     short = []
     for op in OPS:
