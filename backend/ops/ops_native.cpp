@@ -58,6 +58,16 @@ at::Tensor musa_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, st
                                            c10::dtype_or_default(dtype));
 }
 
+// The allocator of musa's zero tensors: no memory. Storages keep their allocator, so one
+// per device lives as long as the process.
+struct NoMemory final : c10::Allocator {
+  c10::Device device;
+  explicit NoMemory(c10::Device d) : device(d) {}
+  c10::DataPtr allocate(size_t) override { return {nullptr, nullptr, &c10::detail::deleteNothing, device}; }
+  c10::DeleterFnPtr raw_deleter() const override { return &c10::detail::deleteNothing; }
+  void copy_data(void*, const void*, std::size_t) const override {}
+};
+
 // torch's "efficient zero tensor" (autograd's zeros that are never written): no memory, and
 // the ZeroTensor key makes ops that read it see zeros, as for cpu/cuda.
 at::Tensor musa_efficientzerotensor(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
@@ -66,15 +76,13 @@ at::Tensor musa_efficientzerotensor(c10::IntArrayRef size, std::optional<c10::Sc
   check_factory(layout, pin_memory);
   auto index = target_device(device);
   check_device_index(index);
-  struct NoMemory final : c10::Allocator {
-    c10::Device device;
-    explicit NoMemory(c10::Device d) : device(d) {}
-    c10::DataPtr allocate(size_t) override { return {nullptr, nullptr, &c10::detail::deleteNothing, device}; }
-    c10::DeleterFnPtr raw_deleter() const override { return &c10::detail::deleteNothing; }
-    void copy_data(void*, const void*, std::size_t) const override {}
-  } no_memory(c10::Device(kMusa, index));
+  static std::vector<NoMemory>* allocators = [] {
+    auto* v = new std::vector<NoMemory>();
+    for (c10::DeviceIndex i = 0; i < device_count(); ++i) v->emplace_back(c10::Device(kMusa, i));
+    return v;
+  }();
   auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1) | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
-  return at::detail::empty_generic(size, &no_memory, keys, c10::dtype_or_default(dtype), std::nullopt);
+  return at::detail::empty_generic(size, &(*allocators)[index], keys, c10::dtype_or_default(dtype), std::nullopt);
 }
 
 // Copies between musa and cpu, or within musa, as a kernel-device copy over
