@@ -76,7 +76,7 @@ def _timed_calls(device, sync, group, world, op, mode, size):
     def timed():
         iters = 1
         while True:
-            dist.barrier()
+            dist.barrier(group=group)
             t0 = time.perf_counter()
             for _ in range(iters):
                 fn()
@@ -114,15 +114,15 @@ def worker(side, max_mib, ddp, modes):
             for name, v in got.items():
                 out[f"{name}:{op}/{mode}/{size}" if side == "paired" else f"{op}/{mode}/{size}"] = statistics.median(v)
     if ddp:
-        for name, (d, sy, _) in groups.items():
-            out[f"{name}:ddp_samples_per_s" if side == "paired" else "ddp_samples_per_s"] = ddp_step(d, sy)
+        for name, (d, sy, g) in groups.items():
+            out[f"{name}:ddp_samples_per_s" if side == "paired" else "ddp_samples_per_s"] = ddp_step(d, sy, g)
     dist.destroy_process_group()
     if rank == 0:
         with open(os.environ["MCCL_RESULT"], "w") as f:
             json.dump(out, f)
 
 
-def ddp_step(device, sync, steps=3, batch=8):
+def ddp_step(device, sync, group=None, steps=3, batch=8):
     import torch
     import torch.nn as nn
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -130,7 +130,7 @@ def ddp_step(device, sync, steps=3, batch=8):
     torch.manual_seed(0)
     width = 4096  # 6 layers of 4096 x 4096: ~100M parameters
     model = nn.Sequential(*[nn.Sequential(nn.Linear(width, width), nn.ReLU()) for _ in range(6)]).to(device)
-    model = DDP(model)
+    model = DDP(model, process_group=group)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x = torch.randn(batch, width, device=device)
 
@@ -167,6 +167,9 @@ def main():
     modes = [m for m in a.modes.split(",") if m]
     if any(m not in MODES for m in modes):
         ap.error(f"--modes takes {', '.join(MODES)}; got {a.modes}")
+    if a.paired and not a.skip_check:
+        ap.error("--paired compares native and mccl within each process; the check-on side would run in "
+                 "processes of its own: add --skip-check")
     if a.quick:
         a.rounds, a.max_mib = 1, 16
     driver = os.environ.get("TORCH_MUSA_DIST_DRIVER", "host")

@@ -37,7 +37,7 @@ def _calls_by_op(trace):
             ops[e["tid"]].append(e)
     starts = {}
     for tid, lst in ops.items():
-        lst.sort(key=lambda e: e["ts"])
+        lst.sort(key=lambda e: (e["ts"], -e.get("dur", 0)))  # a parent before a child that starts with it
         starts[tid] = [e["ts"] for e in lst]
     by_op = collections.Counter()
     for e in trace:

@@ -4,6 +4,7 @@
 #include <ATen/Context.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/from_blob.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/core/enum_tag.h>
 #include <ATen/core/op_registration/op_registration.h>
 #include <c10/core/StorageImpl.h>
@@ -358,7 +359,22 @@ void musa_fallback_of(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
   for (size_t i = 0; i < nret; ++i) (*stack)[rbase + i] = call.to_musa_value((*stack)[rbase + i]);
 }
 
+// torch's zero tensors have no memory. The ZeroTensor fallback materializes them for most ops but
+// passes view ops on as they are (a view keeps the key on cpu/cuda); here such an argument becomes
+// zeros (one, expanded) first, so no alias is made of memory that does not exist.
+void materialize_zero_tensors(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t n = op.schema().arguments().size();
+  for (size_t i = stack->size() - n; i < stack->size(); ++i) {
+    c10::IValue& v = (*stack)[i];
+    if (v.isTensor() && v.toTensor()._is_zerotensor()) {
+      const at::Tensor& t = v.toTensor();
+      v = at::zeros({}, t.options()).expand(t.sizes());
+    }
+  }
+}
+
 void musa_fallback(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  materialize_zero_tensors(op, stack);
   musa_fallback_of(op, stack, c10::DispatchKey::Dense);
 }
 

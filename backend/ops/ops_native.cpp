@@ -2,6 +2,8 @@
 // memory), metadata-only views, and copies. Everything else
 // runs through the delegating fallback (delegate.cpp).
 #include <ATen/EmptyTensor.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
@@ -123,7 +125,12 @@ at::Tensor& musa_copy_(at::Tensor& self, const at::Tensor& src, bool non_blockin
   if (TORCH_MUSA_TENSOR_HAS_NAMES(self) || TORCH_MUSA_TENSOR_HAS_NAMES(src) || self._is_zerotensor() ||
       src._is_zerotensor() || self.is_meta() || src.is_meta())
     return at::native::copy_(self, src, non_blocking);
-  if (!self.is_same(src)) musa_copy_from(src, self, non_blocking);
+  if (self.is_same(src)) return self;
+  // What ATen's TensorIterator checks before a copy, which separate aliases of the two would hide:
+  // a source that broadcasts to the destination (an empty one too), and no partial overlap.
+  if (self.numel() == 0) (void)at::infer_size_dimvector(self.sizes(), src.sizes());
+  if (src.device() == self.device()) at::assert_no_partial_overlap(self, src);
+  musa_copy_from(src, self, non_blocking);
   return self;
 }
 

@@ -86,10 +86,18 @@ class UnboxedDelegate<Ret(Args...)> {
  public:
   explicit UnboxedDelegate(const c10::OperatorHandle& op) : op_(op), typed_(op.typed<Ret(Args...)>()) {}
 
+  template <class T>
+  static bool is_zero_tensor(const T& a) {
+    if constexpr (std::is_same_v<std::decay_t<T>, at::Tensor>) return a.defined() && a._is_zerotensor();
+    return false;
+  }
+
   Ret operator()(c10::DispatchKeySet ks, Args... args) const {
     const OpTraits& traits = traits_of(op_);
-    // Captures take the boxed path: the host driver records ops there; so does double casting.
-    if (traits.cpu_only || graphs::any_capture_underway() || C10_UNLIKELY(double_cast_enabled()))
+    // Captures take the boxed path: the host driver records ops there; so do double casting and
+    // torch's zero tensors (no memory: the boxed path makes them zeros first).
+    if (traits.cpu_only || graphs::any_capture_underway() || C10_UNLIKELY(double_cast_enabled()) ||
+        C10_UNLIKELY((is_zero_tensor(args) || ...)))
       return boxed(ks, args...);
     note_delegated();
     routed_blocks::Hold hold_lent;  // the output is adopted below, from this thread's list

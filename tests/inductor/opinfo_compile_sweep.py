@@ -112,7 +112,8 @@ def main(argv=None):
     ap.add_argument("--merge", nargs="+", help="sum the results of these --json files")
     args = ap.parse_args(argv)
     if args.merge:
-        results = [r for path in args.merge for r in json.load(open(path))["results"]]
+        # one result per entry (a slice's file given twice counts once)
+        results = list({r["name"]: r for path in args.merge for r in json.load(open(path))["results"]}.values())
     else:
         k, m = (int(v) for v in args.shard.split("/"))
         if not 0 <= k < m:

@@ -311,14 +311,26 @@ def test_copy_converts_broadcasts_and_records_one_op_as_cpu(direction):
 
 
 def test_copy_errors_and_zero_tensors_as_cpu():
-    a = torch.ones(3, device="musa")
-    with pytest.raises(RuntimeError, match="size of tensor a \\(2\\) must match"):
-        torch.ones(2, device="musa").copy_(a)
-    assert a.copy_(a) is a and torch.equal(a.cpu(), torch.ones(3))
+    for device in ("cpu", "musa"):
+        a = torch.ones(3, device=device)
+        with pytest.raises(RuntimeError, match="size of tensor a \\(2\\) must match"):
+            torch.ones(2, device=device).copy_(a)
+        with pytest.raises(RuntimeError, match="size of tensor a \\(0\\) must match"):
+            torch.empty(0, device=device).copy_(a)
+        assert torch.empty(0, 3, device=device).copy_(a).shape == (0, 3)
+        assert a.copy_(a) is a and torch.equal(a.cpu(), torch.ones(3))
+        r = torch.arange(6.0, device=device)
+        with pytest.raises(RuntimeError, match="refer to a single memory location"):
+            r[1:].copy_(r[:-1])  # partial overlap: refused, not a silently wrong result
+        r[:3].copy_(r[3:])
+        assert r.tolist() == [3.0, 4.0, 5.0, 3.0, 4.0, 5.0]
     # autograd's efficient zero tensors: no memory, reads as zeros, refuses writes, as on the cpu
     z, zc = torch._efficientzerotensor(3, device="musa"), torch._efficientzerotensor(3)
     assert z._is_zerotensor() and z.device.type == "musa"
     assert torch.equal(a.copy_(z).cpu(), torch.zeros(3)) and torch.equal((z + 2).cpu(), zc + 2)
     with pytest.raises(RuntimeError, match="ZeroTensors are immutable"):
         z.add_(1)
-    assert torch.empty(3, device="meta").copy_(a).device.type == "meta"
+    # views and ops the ZeroTensor key passes on read zeros, not memory that does not exist
+    z2 = torch._efficientzerotensor(3, 4, device="musa")
+    assert torch.equal((z2.unfold(0, 2, 1) + 0).cpu(), torch.zeros(2, 4, 2))
+    assert z.dot(a).item() == 0.0 and a.vdot(z).item() == 0.0
