@@ -96,7 +96,13 @@ at::Tensor musa_copy_from(const at::Tensor& self, const at::Tensor& dst, bool no
               " is not supported; copy through the cpu");
   TORCH_CHECK(dst_musa || dst.device().is_cpu(), "copy from ", self.device(), " to ", dst.device(),
               " is not supported; copy through the cpu");
-  if (dst.numel() == 0) return dst;
+  // What ATen's TensorIterator checks before a copy, which separate aliases of the two would hide:
+  // a source that broadcasts to the destination (an empty one too), and no partial overlap.
+  if (dst.numel() == 0) {
+    (void)at::infer_size_dimvector(dst.sizes(), self.sizes());
+    return dst;
+  }
+  if (src_musa && dst_musa) at::assert_no_partial_overlap(dst, self);
   // The musa device the copy runs on (the destination's, unless it goes to the cpu).
   const auto index = dst_musa ? dst.device().index() : self.device().index();
   if (graphs::any_capture_underway() && graphs::host_recording(index)) {
@@ -118,19 +124,15 @@ at::Tensor musa_copy_from(const at::Tensor& self, const at::Tensor& dst, bool no
 // Tensor.copy_ with a musa tensor on either side. ATen's composite copy_ knows no
 // musa and re-dispatches to _copy_from; this goes there directly, saving a
 // dispatcher trip (and a profiler event) on every copy. What the composite
-// handles besides (names, zero tensors, meta tensors) still goes through it.
+// handles besides (names, zero tensors) still goes through it. (A meta tensor
+// on either side never gets here: Meta outranks PrivateUse1 in dispatch.)
 at::Tensor& musa_copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   TORCH_CHECK(self.defined(), "copy_: self is undefined");
   TORCH_CHECK(src.defined(), "copy_: src is undefined");
   if (TORCH_MUSA_TENSOR_HAS_NAMES(self) || TORCH_MUSA_TENSOR_HAS_NAMES(src) || self._is_zerotensor() ||
-      src._is_zerotensor() || self.is_meta() || src.is_meta())
+      src._is_zerotensor())
     return at::native::copy_(self, src, non_blocking);
-  if (self.is_same(src)) return self;
-  // What ATen's TensorIterator checks before a copy, which separate aliases of the two would hide:
-  // a source that broadcasts to the destination (an empty one too), and no partial overlap.
-  if (self.numel() == 0) (void)at::infer_size_dimvector(self.sizes(), src.sizes());
-  if (src.device() == self.device()) at::assert_no_partial_overlap(self, src);
-  musa_copy_from(src, self, non_blocking);
+  if (!self.is_same(src)) musa_copy_from(src, self, non_blocking);
   return self;
 }
 

@@ -30,8 +30,6 @@ from .kernel_device_pass import on_gpu as _on_gpu
 _TYPE = "musa"
 
 
-
-
 class MusaDeviceOpOverrides(DeviceOpOverrides):
     """Lines of the generated Python wrapper that talk to the device."""
 
