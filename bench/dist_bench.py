@@ -54,8 +54,9 @@ def _setup(side):
 
 
 def _timed_calls(device, sync, group, world, op, mode, size):
-    """A timer for one op/mode/size on `group`: each call times a batch grown until it takes ~0.2 s
-    (the same count on every rank) and returns the bus bandwidth in GB/s."""
+    """A timer for one op/mode/size on `group`: each call times a batch grown until it takes
+    DIST_BENCH_MIN_S (0.2 s by default; the same count on every rank) and returns the bus bandwidth
+    in GB/s."""
     import torch
     import torch.distributed as dist
 
@@ -72,17 +73,25 @@ def _timed_calls(device, sync, group, world, op, mode, size):
     for _ in range(2):
         fn()
     sync()
+    # The ranks line up on a one-element all_reduce of this side's device: dist.barrier picks
+    # torch's current accelerator (musa once torch_musa is loaded), which a native group lacks.
+    token = torch.zeros(1, device=device)
+    min_s = float(os.environ.get("DIST_BENCH_MIN_S", "0.2"))
+
+    def barrier():
+        dist.all_reduce(token, group=group)
+        sync()
 
     def timed():
         iters = 1
         while True:
-            dist.barrier(group=group)
+            barrier()
             t0 = time.perf_counter()
             for _ in range(iters):
                 fn()
             sync()
             t = time.perf_counter() - t0  # rank 0's time; the barrier lined the ranks up
-            if t > 0.2 or iters >= 4096:
+            if t > min_s or iters >= 4096:
                 return factor * size / (t / iters) / 1e9
             iters *= 4
     return timed

@@ -82,6 +82,53 @@ def test_grad_scaler_step_and_skip_on_inf(device):
     assert scaler.get_scale() < scale
 
 
+@pytest.mark.parametrize("where", ["musa", "cpu"])
+@pytest.mark.parametrize("amsgrad", [False, True])
+def test_direct_step_matches_torchs_fused_step(where, amsgrad):
+    # FusedAdam(W) skips torch's per-step list building once every parameter has state; each step
+    # must equal torch's own fused AdamW on the same device, also across what hands the step back to
+    # torch (a parameter without a gradient, mixed dtypes) and after a state dict is loaded.
+    device = torch.device(where)
+    torch.optim.AdamW([torch.nn.Parameter(torch.ones(1))])  # torch's step gets Optimizer's hook wrapper
+
+    def run(make_opt):
+        init = _params() + [_params(torch.bfloat16)[0]]
+        params = [torch.nn.Parameter(p.clone().to(device)) for p in init[:3]]
+        opt = make_opt(params)
+        built, pre_hooks = [0], [0]
+        init_group = opt._init_group
+        opt._init_group = lambda *a: (built.__setitem__(0, built[0] + 1), init_group(*a))[1]
+        opt.register_step_pre_hook(lambda *a: pre_hooks.__setitem__(0, pre_hooks[0] + 1))
+        g = torch.Generator().manual_seed(5)
+        counts = []
+        for step in range(8):
+            for p in params:
+                p.grad = torch.randn(p.shape, generator=g).to(p.dtype).to(device)
+            if step == 2:
+                opt.param_groups[0]["lr"] = 5e-3
+            if step == 3:
+                params[1].grad = None  # torch's step: this parameter is left as it is
+            if step == 4:
+                extra = torch.nn.Parameter(init[3].clone().to(device))
+                extra.grad = torch.randn(extra.shape, generator=g).to(extra.dtype).to(device)
+                opt.add_param_group({"params": [extra]})
+                params.append(extra)
+            if step == 6:
+                opt.load_state_dict(opt.state_dict())
+            opt.step()
+            counts.append(built[0])
+        return [p.detach().cpu() for p in params], counts, pre_hooks[0]
+
+    got, counts, hooks = run(lambda p: FusedAdamW(p, lr=1e-2, amsgrad=amsgrad))
+    ref, _, ref_hooks = run(lambda p: torch.optim.AdamW(p, lr=1e-2, amsgrad=amsgrad, fused=True))
+    for a, b in zip(got, ref):
+        assert torch.equal(a, b)
+    assert hooks == ref_hooks == 8
+    # torch's list building ran for the first step, the one without a gradient and the new group's
+    # first step (once per group); every other step went straight to the kernels
+    assert counts == [1, 1, 1, 2, 4, 4, 4, 4]
+
+
 def _reference_lamb(params, grads_per_step, lr, betas, eps, wd, max_grad_norm):
     """LAMB written out per parameter in float64 (Apex/torch_musa FusedLAMB's update)."""
     p = [t.double().clone() for t in params]
