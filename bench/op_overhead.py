@@ -1,12 +1,18 @@
 """Per-op CPU overhead of musa against the native device, split by op shape.
 
     python3 bench/op_overhead.py [--n 2000] [--rounds 5]
+    python3 bench/op_overhead.py --paired [--pairs 300] [--chunk 200]
 
 Each row times a chain of tiny ops (256 floats, so kernels cost nothing and
 the CPU path is all that is measured) and prints us/op for the native device
 (CPU on the host driver, CUDA on the cuda driver) and for musa, and their
 difference. The rows separate the costs: an in-place op allocates nothing;
 an out-of-place one adds an output allocation; `empty` is the factory alone.
+
+--paired compares builds on a machine whose CPU speed wanders (this one's is
+bimodal): it alternates short chunks of the native op and the musa op and
+prints the median of the per-pair ratios, musa over native, which does not
+depend on the speed the CPU happened to run at.
 """
 import argparse
 import statistics
@@ -65,10 +71,29 @@ def variants(dev):
             ("add(x, z, out=)", add_out), ("empty(256)", empty), ("x.view(16, 16)", view)]
 
 
+def paired_ratio(fn_n, fn_m, sync_n, sync_m, chunk, pairs):
+    fn_n(50), fn_m(50)
+    sync_n(), sync_m()
+    ratios = []
+    for _ in range(pairs):
+        t0 = time.perf_counter()
+        fn_n(chunk)
+        sync_n()
+        t1 = time.perf_counter()
+        fn_m(chunk)
+        sync_m()
+        t2 = time.perf_counter()
+        ratios.append((t2 - t1) / (t1 - t0))
+    return statistics.median(ratios)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--paired", action="store_true", help="median of paired chunk ratios (scale-free)")
+    ap.add_argument("--pairs", type=int, default=300)
+    ap.add_argument("--chunk", type=int, default=200)
     args = ap.parse_args()
     driver = torch.musa.get_driver_name()
     native = "cuda" if driver == "cuda" else "cpu"
@@ -76,6 +101,13 @@ def main():
         sys.exit("the cuda driver is active but torch.cuda is not available: use a CUDA-enabled torch, "
                  "or TORCH_MUSA_DRIVER=host to measure against the CPU")
     sync = {"cpu": lambda: None, "cuda": torch.cuda.synchronize}[native]
+    if args.paired:
+        print(f"musa driver: {driver}; native reference: {native}; median of {args.pairs} paired "
+              f"{args.chunk}-op chunks, musa time over native time")
+        for (name, fn_n), (_, fn_m) in zip(variants(native), variants("musa")):
+            r = paired_ratio(fn_n, fn_m, sync, torch.musa.synchronize, args.chunk, args.pairs)
+            print(f"{name:<18} {r:>6.3f}")
+        return
     print(f"musa driver: {driver}; native reference: {native}; {args.n} ops x {args.rounds} rounds (median)")
     print(f"{'op':<18} {'native us/op':>12} {'musa us/op':>11} {'extra us':>9} {'ratio':>6}")
     rows_n, rows_m = variants(native), variants("musa")

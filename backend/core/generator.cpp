@@ -1,5 +1,7 @@
 #include "core/generator.h"
 
+#include <c10/util/CallOnce.h>
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <ATen/core/Tensor.h>
@@ -65,9 +67,9 @@ MusaGeneratorImpl* MusaGeneratorImpl::clone_impl() const {
 }
 
 const at::Generator& default_generator(c10::DeviceIndex device) {
-  static std::once_flag once;
+  static c10::once_flag once;  // asked by every random op (see core/stream.cpp's pools)
   static std::vector<at::Generator> gens;
-  std::call_once(once, [] {
+  c10::call_once(once, [] {
     auto n = device_count();
     for (c10::DeviceIndex i = 0; i < n; ++i) gens.push_back(at::make_generator<MusaGeneratorImpl>(i));
   });

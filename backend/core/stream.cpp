@@ -1,5 +1,7 @@
 #include "core/stream.h"
 
+#include <c10/util/CallOnce.h>
+
 #include <array>
 #include <atomic>
 #include <deque>
@@ -21,7 +23,9 @@ constexpr int kMaxDevices = 64;
 // of the pool for priority level `level`; kFirstExternal + i is external stream i.
 constexpr c10::StreamId kFirstExternal = 1 + kPriorityLevels * kStreamsPerPool;
 struct DevicePools {
-  std::once_flag once;
+  // c10's flag: once done, asking costs one atomic load (std::call_once writes thread-locals on
+  // every call, and the pools are asked for on every op).
+  c10::once_flag once;
   std::array<std::array<musaStream_t, kStreamsPerPool>, kPriorityLevels> streams{};
   std::array<std::atomic<uint32_t>, kPriorityLevels> next{};
   musaStream_t default_stream = nullptr;
@@ -33,7 +37,7 @@ DevicePools& pools(c10::DeviceIndex device) {
   static std::array<DevicePools, kMaxDevices> all;
   check_device_index(device);
   DevicePools& p = all[device];
-  std::call_once(p.once, [&] {
+  c10::call_once(p.once, [&] {
     DeviceScope scope(device);
     MUSA_CHECK(musaGetDefaultStream(device, &p.default_stream));
     int least = 0, greatest = 0;

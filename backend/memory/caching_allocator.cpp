@@ -3,6 +3,8 @@
 // itself is in device_caching_allocator.h.
 #include "memory/caching_allocator.h"
 
+#include <c10/util/CallOnce.h>
+
 #include <unordered_set>
 
 #include "memory/device_caching_allocator.h"
@@ -73,7 +75,7 @@ class MusaCachingAllocator final : public c10::DeviceAllocator {
  public:
   DeviceCachingAllocator& device(c10::DeviceIndex d) {
     check_device_index(d);
-    std::call_once(init_, [this] {
+    c10::call_once(init_, [this] {
       auto n = device_count();
       for (c10::DeviceIndex i = 0; i < n; ++i) devices_.emplace_back(new DeviceCachingAllocator(i));
       initialized_.store(true);
@@ -160,7 +162,7 @@ class MusaCachingAllocator final : public c10::DeviceAllocator {
   std::unordered_map<void*, Block*> raw_blocks;
 
  private:
-  std::once_flag init_;
+  c10::once_flag init_;  // asked on every allocation and free (see core/stream.cpp's pools)
   std::atomic<bool> initialized_{false};
   std::vector<std::unique_ptr<DeviceCachingAllocator>> devices_;
 };

@@ -13,6 +13,7 @@
 #include <torch/library.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <typeinfo>
 #include <vector>
@@ -78,10 +79,17 @@ inline bool alias_describes(const at::Tensor& a, const at::Tensor& t) {
   const c10::TensorImpl* ti = t.unsafeGetTensorImpl();
   const c10::Storage& as = ai->storage();
   const c10::Storage& ts = ti->storage();
-  return as.use_count() == 1 && as.data() == ts.data() && as.nbytes() == ts.nbytes() &&
-         as.resizable() == ts.resizable() && is_non_owning_alias(as) && ai->dtype() == ti->dtype() &&
-         ai->storage_offset() == ti->storage_offset() && ai->sizes() == ti->sizes() &&
-         ai->strides() == ti->strides() && ai->is_conj() == ti->is_conj() && ai->is_neg() == ti->is_neg();
+  if (!(as.use_count() == 1 && as.data() == ts.data() && as.nbytes() == ts.nbytes() &&
+        as.resizable() == ts.resizable() && is_non_owning_alias(as) && ai->dtype() == ti->dtype() &&
+        ai->storage_offset() == ti->storage_offset() && ai->dim() == ti->dim() && ai->is_conj() == ti->is_conj() &&
+        ai->is_neg() == ti->is_neg()))
+    return false;
+  // (compared in line: a few dims, where two memcmp calls per input cost more than the compare)
+  const int64_t *asz = ai->sizes().data(), *tsz = ti->sizes().data();
+  const int64_t *ast = ai->strides().data(), *tst = ti->strides().data();
+  for (int64_t d = 0, n = ai->dim(); d < n; ++d)
+    if (asz[d] != tsz[d] || ast[d] != tst[d]) return false;
+  return true;
 }
 
 // Recently made kernel-device aliases, per thread. An alias depends only on
@@ -129,14 +137,17 @@ class PointerIndex {
   void reserve(size_t n) {
     while (keys_.size() < 2 * n) grow();
   }
-  // The first i < n with key_at(i) == key, or -1. Entries are only ever appended.
+  // The first i < n with key_at(i) == key, or -1, for a handful of entries (no index needed).
+  template <class KeyAt>
+  static ptrdiff_t scan(const void* key, size_t n, KeyAt key_at) {
+    for (size_t i = 0; i < n; ++i)
+      if (key_at(i) == key) return static_cast<ptrdiff_t>(i);
+    return -1;
+  }
+  // The same for any number of entries. Entries are only ever appended.
   template <class KeyAt>
   ptrdiff_t find(const void* key, size_t n, KeyAt key_at) {
-    if (n < kIndexFrom) {
-      for (size_t i = 0; i < n; ++i)
-        if (key_at(i) == key) return static_cast<ptrdiff_t>(i);
-      return -1;
-    }
+    if (n < kIndexFrom) return scan(key, n, key_at);
     for (; indexed_ < n; ++indexed_) insert(key_at(indexed_), indexed_);
     for (size_t h = hash(key);; h = (h + 1) & mask_) {
       if (keys_[h] == key) return static_cast<ptrdiff_t>(positions_[h]);
@@ -216,7 +227,8 @@ class Delegation {
     tensors_.reserve(n);
     storages_.reserve(n);
     if (n < PointerIndex::kIndexFrom) return;
-    for (PointerIndex* index : {&by_musa_tensor_, &by_alias_tensor_, &by_musa_storage_, &by_alias_storage_})
+    Indexes& ix = indexes();
+    for (PointerIndex* index : {&ix.musa_tensor, &ix.alias_tensor, &ix.musa_storage, &ix.alias_storage})
       index->reserve(n);
   }
 
@@ -307,21 +319,36 @@ class Delegation {
     return storages_.size() - 1;
   }
 
-  // Lookups over this call's entries (see PointerIndex).
+  // The hash indexes of a call with many entries, made when first needed: most calls scan a
+  // handful of entries, and building and tearing down four empty indexes in every call was a
+  // measurable share of a small op's cost.
+  struct Indexes {
+    PointerIndex musa_tensor, alias_tensor, musa_storage, alias_storage;
+  };
+  Indexes& indexes() {
+    if (!indexes_) indexes_ = std::make_unique<Indexes>();
+    return *indexes_;
+  }
+  // The first of this call's `n` entries whose key is `key`, or -1 (see PointerIndex).
+  template <class KeyAt>
+  ptrdiff_t lookup(PointerIndex Indexes::*index, const void* key, size_t n, KeyAt key_at) {
+    if (n < PointerIndex::kIndexFrom) return PointerIndex::scan(key, n, key_at);
+    return (indexes().*index).find(key, n, key_at);
+  }
   ptrdiff_t tensor_of_musa(const c10::TensorImpl* t) {
-    return by_musa_tensor_.find(t, tensors_.size(), [this](size_t i) { return tensors_[i].musa; });
+    return lookup(&Indexes::musa_tensor, t, tensors_.size(), [this](size_t i) { return tensors_[i].musa; });
   }
   ptrdiff_t tensor_of_alias(const c10::TensorImpl* t) {
-    return by_alias_tensor_.find(t, tensors_.size(),
-                                 [this](size_t i) { return tensors_[i].alias.unsafeGetTensorImpl(); });
+    return lookup(&Indexes::alias_tensor, t, tensors_.size(),
+                  [this](size_t i) { return tensors_[i].alias.unsafeGetTensorImpl(); });
   }
   ptrdiff_t storage_of_musa(const c10::StorageImpl* s) {
-    return by_musa_storage_.find(s, storages_.size(),
-                                 [this](size_t i) { return storages_[i].musa.unsafeGetStorageImpl(); });
+    return lookup(&Indexes::musa_storage, s, storages_.size(),
+                  [this](size_t i) { return storages_[i].musa.unsafeGetStorageImpl(); });
   }
   ptrdiff_t storage_of_alias(const c10::StorageImpl* s) {
-    return by_alias_storage_.find(s, storages_.size(),
-                                  [this](size_t i) { return storages_[i].alias.unsafeGetStorageImpl(); });
+    return lookup(&Indexes::alias_storage, s, storages_.size(),
+                  [this](size_t i) { return storages_[i].alias.unsafeGetStorageImpl(); });
   }
 
   static at::Tensor musa_ref(c10::TensorImpl* t) {
@@ -500,7 +527,7 @@ class Delegation {
   // reference count changes reach the Python object too.)
   c10::SmallVector<TensorAlias, 4> tensors_;
   c10::SmallVector<std::pair<c10::Storage, c10::Storage>, 2> fresh_;  // kernel-device -> musa
-  PointerIndex by_musa_tensor_, by_alias_tensor_, by_musa_storage_, by_alias_storage_;
+  std::unique_ptr<Indexes> indexes_;
   c10::SmallVector<KindAlias, 1> kinds_;  // sparse, nested and quantized arguments
 };
 

@@ -90,6 +90,14 @@ c10::Storage non_owning_alias(const c10::Storage& musa, c10::Device device, c10:
 // Whether `s` is (still) such a non-owning alias.
 bool is_non_owning_alias(const c10::Storage& s);
 
+// A storage of `device` over the memory of `held` that keeps `held` alive (a reference in its
+// DataPtr's context): for aliases that may outlive the call making them (a compiled region's
+// inputs and results, the buffers of a collective nobody waits for). With an allocator it is
+// resizable as any storage is: growing it moves it to memory from `grow` and lets `held` go.
+c10::Storage owning_alias(const c10::Storage& held, c10::Device device, c10::Allocator* grow = nullptr);
+// The storage an owning alias holds; null if `s` is not an owning alias.
+const c10::Storage* held_by_owning_alias(const c10::Storage& s);
+
 // The musa block behind kernel-device storage `from`, when the kernel device lent it from musa
 // memory of `index` while an op (or a compiled region) ran: returns the owning musa DataPtr and
 // leaves `from` a non-owning view of the same memory. Otherwise an empty DataPtr, `from` unchanged.

@@ -2,6 +2,8 @@
 // ATen's CUDA kernels (cuBLAS, cuDNN, SDPA included) run on it directly,
 // through CUDA storages that alias it, on the current musa stream.
 #include <ATen/Context.h>
+
+#include <c10/util/CallOnce.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -21,9 +23,9 @@ namespace torch_musa {
 namespace {
 
 c10::DeviceIndex cuda_ordinal(c10::DeviceIndex musa_index) {
-  static std::once_flag once;
+  static c10::once_flag once;  // asked several times per op (see core/stream.cpp's pools)
   static std::vector<c10::DeviceIndex> map;
-  std::call_once(once, [] {
+  c10::call_once(once, [] {
     for (c10::DeviceIndex i = 0; i < device_count(); ++i) {
       int ord = 0;
       MUSA_CHECK(musaDeviceGetDriverOrdinal(i, &ord));

@@ -141,6 +141,25 @@ c10::Storage non_owning_alias(const c10::Storage& musa, c10::Device device, c10:
 
 bool is_non_owning_alias(const c10::Storage& s) { return s.data_ptr().get_deleter() == &noop_delete; }
 
+namespace {
+struct HeldStorage {
+  c10::Storage storage;
+};
+void release_held(void* ctx) { delete static_cast<HeldStorage*>(ctx); }
+}  // namespace
+
+c10::Storage owning_alias(const c10::Storage& held, c10::Device device, c10::Allocator* grow) {
+  void* data = const_cast<void*>(held.data());
+  c10::DataPtr ptr(data, new HeldStorage{held}, &release_held, device);
+  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), held.nbytes(),
+                                                            std::move(ptr), grow, grow != nullptr));
+}
+
+const c10::Storage* held_by_owning_alias(const c10::Storage& s) {
+  if (s.data_ptr().get_deleter() != &release_held) return nullptr;
+  return &static_cast<HeldStorage*>(s.data_ptr().get_context())->storage;
+}
+
 c10::DataPtr take_lent_block(KernelDevice& kd, c10::StorageImpl& from, c10::DeviceIndex index) {
   c10::DataPtr taken = std::move(from.mutable_data_ptr());
   if (taken.get() != nullptr && kd.adopt(taken, index)) {
