@@ -20,35 +20,13 @@ using op_layer::tensor_over;
 
 constexpr auto kMusaKey = c10::DispatchKey::PrivateUse1;
 
-// A storage kept alive by a tensor of the other device that shares its memory.
-struct HeldStorage {
-  c10::Storage storage;
-};
-
-void release_held(void* ctx) { delete static_cast<HeldStorage*>(ctx); }
-
-// A storage on `device` over the memory of `held`, owning a reference to it.
-// With an allocator it is resizable as any storage is: growing it moves it to
-// new memory from `grow` and lets `held` go.
-c10::Storage storage_sharing(const c10::Storage& held, c10::Device device, c10::Allocator* grow = nullptr) {
-  void* data = const_cast<void*>(held.data());
-  c10::DataPtr ptr(data, new HeldStorage{held}, &release_held, device);
-  return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), held.nbytes(),
-                                                            std::move(ptr), grow, grow != nullptr));
-}
-
-const c10::Storage* held_by(const c10::Storage& s) {
-  if (s.data_ptr().get_deleter() != &release_held) return nullptr;
-  return &static_cast<HeldStorage*>(s.data_ptr().get_context())->storage;
-}
-
 }  // namespace
 
 at::Tensor to_kernel_device(const at::Tensor& musa) {
   TORCH_CHECK(musa.device().type() == c10::DeviceType::PrivateUse1,
               "torch_musa::to_kernel_device expects a musa tensor, got one on ", musa.device());
   KernelDevice& kd = kernel_device();
-  return tensor_over(storage_sharing(musa.storage(), kd.device_for(musa.device().index())), musa,
+  return tensor_over(owning_alias(musa.storage(), kd.device_for(musa.device().index())), musa,
                      kd.dispatch_key());
 }
 
@@ -56,7 +34,7 @@ at::Tensor from_kernel_device(const at::Tensor& t, c10::Device device) {
   TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1 && device.has_index(),
               "torch_musa::from_kernel_device needs a musa device with an index, got ", device);
   // A result that is (a view of) a region input goes back to that input's storage.
-  if (const c10::Storage* musa = held_by(t.storage());
+  if (const c10::Storage* musa = held_by_owning_alias(t.storage());
       musa != nullptr && musa->device().type() == c10::DeviceType::PrivateUse1)
     return tensor_over(*musa, t, kMusaKey);
   c10::Allocator* musa_allocator = c10::GetAllocator(c10::DeviceType::PrivateUse1);
@@ -72,7 +50,7 @@ at::Tensor from_kernel_device(const at::Tensor& t, c10::Device device) {
     }
   }
   // Other kernel-device memory: a musa tensor holding it, that may grow (resize_, out=) like any other.
-  return tensor_over(storage_sharing(t.storage(), device, musa_allocator), t, kMusaKey);
+  return tensor_over(owning_alias(t.storage(), device, musa_allocator), t, kMusaKey);
 }
 
 namespace {
