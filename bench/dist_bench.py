@@ -82,6 +82,14 @@ def _timed_calls(device, sync, group, world, op, mode, size):
         dist.all_reduce(token, group=group)
         sync()
 
+    def slowest(t):
+        # Every rank must make the same choice of batch length (a rank that stops growing while
+        # another goes on leaves both waiting in different collectives): they agree on the
+        # slowest rank's time.
+        v = torch.tensor([t], dtype=torch.float64, device=device)
+        dist.all_reduce(v, op=dist.ReduceOp.MAX, group=group)
+        return v.item()
+
     def timed():
         iters = 1
         while True:
@@ -90,7 +98,7 @@ def _timed_calls(device, sync, group, world, op, mode, size):
             for _ in range(iters):
                 fn()
             sync()
-            t = time.perf_counter() - t0  # rank 0's time; the barrier lined the ranks up
+            t = slowest(time.perf_counter() - t0)  # the barrier lined the ranks up
             if t > min_s or iters >= 4096:
                 return factor * size / (t / iters) / 1e9
             iters *= 4

@@ -2,7 +2,6 @@
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
-#include <ATen/ops/from_blob.h>
 
 #include <map>
 #include <mutex>
@@ -109,18 +108,16 @@ at::Tensor CollectiveCall::alias(const at::Tensor& musa, Role role, bool writabl
     keep_alive_.push_back(t);
   }
   if (role != Role::kIn) written_.push_back(t);
-  // The alias holds a reference to the musa storage: the library may keep it
-  // past this call (an async collective the caller never waits for).
-  c10::Storage keep = t.storage();
-  c10::Device device = kernel_device().device_for(t.device().index());
-  // The device is named (target_device), so no pointer query (cudaPointerGetAttributes) is
-  // paid per alias on the collective's path.
-  return at::for_blob(t.data_ptr(), t.sizes())
-      .strides(t.strides())
-      .deleter([keep](void*) {})
-      .options(at::TensorOptions().dtype(library_dtype(t.scalar_type())).device(device))
-      .target_device(device)
-      .make_tensor();
+  // The alias holds a reference to the musa storage: the library may keep it past this call (an
+  // async collective the caller never waits for). Built directly over the storage, with the
+  // library's dtype of the same width (for_blob's builder cost a per-call std::function and a
+  // device lookup, on the path of every latency-bound collective).
+  KernelDevice& kd = kernel_device();
+  auto impl = c10::make_intrusive<c10::TensorImpl>(owning_alias(t.storage(), kd.device_for(t.device().index())),
+                                                   c10::DispatchKeySet(kd.dispatch_key()),
+                                                   c10::scalarTypeToTypeMeta(library_dtype(t.scalar_type())));
+  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return at::Tensor(std::move(impl));
 }
 
 std::vector<at::Tensor> CollectiveCall::inout(std::vector<at::Tensor>& tensors) {

@@ -282,10 +282,13 @@ Works MCCLBackend::_allgather_base(at::Tensor& output, at::Tensor& input, const 
   auto out = call.out(output);
   // Ranks' shares are consecutive runs of the output's elements whatever its shape (NCCL's
   // contract; SyncBatchNorm gathers into a [1, n * world] buffer). Gloo splits the output along
-  // dim 0, so the library gets both buffers flat.
-  auto flat_in = in.is_contiguous() ? in.view({-1}) : in;
-  auto flat_out = out.is_contiguous() ? out.view({-1}) : out;
-  return track(call.run([&] { return library_->_allgather_base(flat_out, flat_in, library_options(opts)); }));
+  // dim 0, so it gets both buffers flat; NCCL takes them as they are (a view is a dispatcher
+  // call each, paid on every call of a latency-bound collective).
+  if (gloo_) {
+    if (in.is_contiguous()) in = in.view({-1});
+    if (out.is_contiguous()) out = out.view({-1});
+  }
+  return track(call.run([&] { return library_->_allgather_base(out, in, library_options(opts)); }));
 }
 
 Works MCCLBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
