@@ -105,3 +105,12 @@ def autocast_runs_rms_norm_in_float32():
     """torch 2.12 put rms_norm on autocast's float32 list (for cuda and musa alike); before it,
     rms_norm under autocast keeps its input's dtype."""
     return torch_version() >= (2, 12)
+
+
+def inductor_writes_size_asserts_as_text() -> bool:
+    """Whether Inductor's Python wrapper writes an op's output size assert as a text line
+    (``writeline("assert_size_stride(...)")``, older torch) rather than through
+    ``write_assert_size_stride`` (added in a later torch)."""
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+
+    return not hasattr(PythonWrapperCodegen, "write_assert_size_stride")

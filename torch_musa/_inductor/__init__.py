@@ -7,9 +7,15 @@ finds its musa backend through ``torch.musa.Scheduling`` and friends
 """
 from __future__ import annotations
 
+import torch
+
 from torch_musa._import_hooks import after_import
 
 INDUCTOR_HOOK_NAMES = ("Scheduling", "PythonWrapperCodegen")
+
+#: ``torch.device("musa", i)``, built once: generated wrapper code names musa devices through these
+#: (see wrapper.py). Device objects check no index, so this needs no runtime at import.
+DEVICES = tuple(torch.device("musa", i) for i in range(64))
 
 
 #: torch.musa calls Dynamo handles as it does torch.cuda's, instead of tracing into them:

@@ -1,8 +1,9 @@
 """Inductor's Python wrapper for musa.
 
-Three things differ from the wrapper Inductor uses for CUDA:
+What differs from the wrapper Inductor uses for CUDA:
 
-* the kernel-device boundary ops are called as bound C++ functions (``_DIRECT_BOUNDARY``);
+* the kernel-device boundary ops are called as bound C++ functions (``_DIRECT_BOUNDARY``), their
+  results carry no size asserts (``_UNASSERTED``), and musa devices are prebuilt objects;
 
 * on the cuda driver, Triton kernels are declared as kernels of the CUDA device
   under the musa device (see ``define_kernel``);
@@ -14,10 +15,14 @@ from __future__ import annotations
 
 import re
 
+import torch
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 from torch._inductor.virtualized import V
 
 import torch_musa
+from torch_musa._version_gate import inductor_writes_size_asserts_as_text
+
+_ASSERTS_AS_TEXT = inductor_writes_size_asserts_as_text()
 
 _MUSA_TRITON_DEVICE = re.compile(r"DeviceProperties\(type='musa', index=(\d+)")
 
@@ -40,7 +45,37 @@ _DIRECT_BOUNDARY = {
 }
 
 
+#: Size asserts Inductor would write on the boundary ops' results. Those results have their
+#: argument's layout by construction (a graph input asserted just before, or Inductor's own
+#: buffer), and each assert is a C++ call that builds a std::stringstream: about 6k instructions
+#: per tensor per graph call on the host, the largest part of the boundary's cost.
+_UNASSERTED = ("torch.ops.torch_musa.to_kernel_device.default", "torch.ops.torch_musa.from_kernel_device.default",
+               "torch.ops.torch_musa.from_kernel_device.index")
+_UNASSERTED_LINE_ENDS = tuple(f"{name!r})" for name in _UNASSERTED)
+#: Generated code names musa devices through prebuilt objects (``torch.musa._inductor.DEVICES[i]``):
+#: ``device(type='musa', index=i)`` builds one per use per call (about 3k instructions each).
+_DEVICE_OBJECTS = "torch.musa._inductor.DEVICES"
+
+
 class _MusaKernelCalls:
+    def write_assert_size_stride(self, name, size, stride, op_name) -> None:
+        if op_name in _UNASSERTED:
+            return
+        super().write_assert_size_stride(name, size, stride, op_name)
+
+    def writeline(self, line) -> None:
+        if (_ASSERTS_AS_TEXT and isinstance(line, str) and line.startswith("assert_size_stride(")
+                and line.endswith(_UNASSERTED_LINE_ENDS)):
+            return
+        super().writeline(line)
+
+    def val_to_arg_str(self, s, type_=None):
+        from . import DEVICES
+
+        if isinstance(s, torch.device) and s.type == "musa" and s.index is not None and s.index < len(DEVICES):
+            return f"{_DEVICE_OBJECTS}[{s.index}]"
+        return super().val_to_arg_str(s, type_)
+
     def generate_fallback_kernel(self, node) -> None:
         direct = _DIRECT_BOUNDARY.get(getattr(node, "python_kernel_name", None))
         if direct is not None and not V.graph.cpp_wrapper:
