@@ -279,3 +279,19 @@ def test_second_process_compiles_from_the_cache(run_py, tmp_path):
     second = run_py(CACHE_PROBE, env=env, timeout=300)
     assert second.returncode == 0, second.stderr[-2000:]
     assert "HITS 1 MISSES 0" in second.stdout
+
+
+def test_boundary_functions_check_their_arguments(device):
+    # Generated code calls the kernel-device boundary directly; a wrong argument is a TypeError
+    # naming the function, and a round trip keeps the memory (no copy).
+    x = torch.randn(8, device=device)
+    k = torch.musa._C._to_kernel_device(x)
+    assert k.data_ptr() == x.data_ptr() and k.device.type != "musa"
+    back = torch.musa._C._from_kernel_device(k, x.device)
+    assert back.device == x.device and back.data_ptr() == x.data_ptr()
+    with pytest.raises(TypeError, match="_to_kernel_device: the argument must be a Tensor"):
+        torch.musa._C._to_kernel_device(3)
+    with pytest.raises(TypeError, match="_from_kernel_device: the second argument must be a torch.device"):
+        torch.musa._C._from_kernel_device(k, "musa")
+    with pytest.raises(TypeError, match="takes 2 arguments"):
+        torch.musa._C._copy_from_kernel_device_(x)
