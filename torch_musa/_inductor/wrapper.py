@@ -58,10 +58,11 @@ _DEVICE_OBJECTS = "torch.musa._inductor.DEVICES"
 
 
 class _MusaKernelCalls:
-    def write_assert_size_stride(self, name, size, stride, op_name) -> None:
+    def write_assert_size_stride(self, name, size, stride, op_name, *rest, **kwargs) -> None:
+        # (later torch passes more, e.g. the dtype: handed on as given)
         if op_name in _UNASSERTED:
             return
-        super().write_assert_size_stride(name, size, stride, op_name)
+        super().write_assert_size_stride(name, size, stride, op_name, *rest, **kwargs)
 
     def writeline(self, line) -> None:
         if (_ASSERTS_AS_TEXT and isinstance(line, str) and line.startswith("assert_size_stride(")
