@@ -144,10 +144,10 @@ class PointerIndex {
       if (key_at(i) == key) return static_cast<ptrdiff_t>(i);
     return -1;
   }
-  // The same for any number of entries. Entries are only ever appended.
+  // The same through the index, for kIndexFrom or more entries (fewer are scanned). Entries are
+  // only ever appended.
   template <class KeyAt>
   ptrdiff_t find(const void* key, size_t n, KeyAt key_at) {
-    if (n < kIndexFrom) return scan(key, n, key_at);
     for (; indexed_ < n; ++indexed_) insert(key_at(indexed_), indexed_);
     for (size_t h = hash(key);; h = (h + 1) & mask_) {
       if (keys_[h] == key) return static_cast<ptrdiff_t>(positions_[h]);
