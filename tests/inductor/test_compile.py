@@ -230,6 +230,75 @@ def test_op_without_lowering_falls_back_to_the_op_layer(device):
     assert "musa_test.scaled_cumprod" in code
 
 
+def test_random_ops_draw_from_the_musa_generator(device):
+    # Seeded ops Inductor keeps as calls (multinomial, randperm; attention with dropout on GPUs)
+    # run on musa, as eager: compiled draws equal eager's (torch.cuda's compiled fallbacks equal
+    # its eager ones), whatever the CPU's seed. Inductor's own dropout takes its seeds from musa's
+    # generator. None of them keeps the graph from running as kernel-device code.
+    def calls(x):
+        return torch.multinomial(x.softmax(-1), 3, replacement=True) + 1, torch.randperm(6, device=x.device)
+
+    def dropout(x):
+        return nn.functional.dropout(x * 2, 0.5)
+
+    x = torch.randn(4, 16, device=device)
+    torch.musa.manual_seed(5)
+    eager = calls(x)
+    compiled_calls, compiled_dropout = torch.compile(calls), torch.compile(dropout)
+    _, (code, *_) = run_and_get_code(compiled_calls, x)
+    compiled_dropout(x)
+    runs = []
+    for musa_seed, cpu_seed in ((5, 11), (5, 22), (6, 11)):
+        torch.musa.manual_seed(musa_seed)
+        torch.random.default_generator.manual_seed(cpu_seed)
+        runs.append([t.cpu() for t in compiled_calls(x) + (compiled_dropout(x),)])
+    for got, want in zip(runs[0][:2], eager):
+        assert got.device.type == "cpu" and torch.equal(got, want.cpu())
+    assert all(torch.equal(a, b) for a, b in zip(runs[0], runs[1]))  # the CPU's seed changes nothing
+    assert not torch.equal(runs[0][2], runs[2][2])  # musa's seed changes the dropout mask
+    assert "aten.multinomial" in code and "aten.randperm" in code
+    if ON_GPU:
+        assert "_KernelRegion" in code
+
+
+def test_attention_without_dropout_draws_nothing():
+    # Fused attention is tagged seeded whatever its dropout: with a constant 0 it draws nothing
+    # and compiles as kernel-device code like any op (GPT training graphs have it).
+    from torch_musa._inductor.kernel_device_pass import draws_random_numbers
+
+    graph = torch.fx.Graph()
+    q, k, v = (graph.placeholder(n) for n in "qkv")
+    flash = torch.ops.aten._scaled_dot_product_flash_attention.default
+    efficient = torch.ops.aten._scaled_dot_product_efficient_attention.default
+    nodes = [graph.call_function(flash, (q, k, v)), graph.call_function(flash, (q, k, v, 0.0)),
+             graph.call_function(efficient, (q, k, v, None, False), {"dropout_p": 0.0}),
+             graph.call_function(flash, (q, k, v, 0.1)), graph.call_function(torch.ops.aten.randperm.default, (4,)),
+             graph.call_function(torch.ops.aten.mm.default, (q, k))]
+    assert [draws_random_numbers(n) for n in nodes] == [False, False, False, True, True, False]
+
+
+def test_attention_with_dropout_trains_under_compile(device):
+    # GPUs keep fused attention with dropout as one seeded call (its backward replays the
+    # forward's draws from the random state it returns): on musa it draws as eager does, so the
+    # compiled step equals eager's there. The host's attention decomposes into Inductor's own
+    # dropout: the same musa seed gives the same step.
+    q, k, v = (torch.randn(2, 2, 16, 32, device=device, requires_grad=True) for _ in range(3))
+
+    def step(f):
+        torch.musa.manual_seed(9)
+        out = f(q, k, v)
+        grads = torch.autograd.grad(out.square().sum(), (q, k, v))
+        return [out.detach()] + list(grads)
+
+    def attend(q, k, v):
+        return nn.functional.scaled_dot_product_attention(q * 2, k, v, dropout_p=0.25, is_causal=True)
+
+    compiled = torch.compile(attend)
+    first = step(compiled)
+    reference = step(attend) if ON_GPU else step(compiled)
+    for got, want in zip(first, reference):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
 def test_compiled_optimizer_step_matches_eager(device):
     torch.manual_seed(0)
     params = [torch.randn(8, 8, device=device, requires_grad=True) for _ in range(2)]

@@ -15,7 +15,11 @@ buffers. This post-grad pass (Inductor's per-device custom pass) turns the graph
   memory (``torch_musa::from_kernel_device``: no copy; a result that views an
   input gets that input's own storage back);
 * writes into musa inputs (``copy_`` for optimizer steps, running stats) go
-  straight into their memory (``torch_musa::copy_from_kernel_device_``).
+  straight into their memory (``torch_musa::copy_from_kernel_device_``);
+* ops that draw random numbers from the default generator (``multinomial``, ``randperm``;
+  Inductor's own ``rand``-likes read its seeds, which stay on musa too) run on musa, through
+  the op layer: on the kernel device they would draw from the CPU's or CUDA's generator, and
+  compiled code must follow ``torch.musa.manual_seed`` as eager does.
 
 Everything between is Inductor's own pipeline for that device, untouched: fusion, kernels,
 the FX graph and kernel caches. On the cuda driver the generated wrapper runs the graph's
@@ -23,12 +27,13 @@ device code inside kernel regions (``torch_musa._C._KernelRegion``, written by
 :mod:`.backend` as the device guard): the current musa stream is CUDA's current stream there
 and CUDA allocations come from musa memory, as for one delegated op. Graphs that need musa's
 own paths keep them (:func:`gpu_skip_reason`): ``reduce-overhead`` (musa graph trees),
-AOTInductor, collectives, random ops other than Inductor's seeds.
+AOTInductor, collectives, ops with no CUDA kernel, attention with dropout.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
+import operator
 import os
 from typing import Any, Optional
 
@@ -112,9 +117,9 @@ def _kernel_device_arg(a: Any) -> Any:
     return a
 
 
-#: Ops that stay on musa in a graph compiled for the cuda driver: Inductor's seeds come from
-#: the musa generator (torch.musa.manual_seed governs compiled dropout, as torch.cuda's does).
-_STAYS_ON_MUSA = (torch.ops.prims.inductor_seeds.default,)
+#: Inductor's seeds come from the musa generator (torch.musa.manual_seed governs compiled
+#: dropout, as torch.cuda's does).
+_INDUCTOR_SEEDS = torch.ops.prims.inductor_seeds.default
 _COLLECTIVE_NAMESPACES = ("_c10d_functional", "c10d_functional", "_c10d_functional_autograd", "_dtensor")
 
 
@@ -154,13 +159,33 @@ def gpu_skip_reason(gm: torch.fx.GraphModule) -> Optional[str]:
                 continue
             if target.namespace in _COLLECTIVE_NAMESPACES:
                 return f"collective {target}: mccl serves musa tensors"
-            if target in _STAYS_ON_MUSA:
-                continue
-            if torch.Tag.nondeterministic_seeded in target.tags:
-                return f"random op {target}: musa's generator"
+            if draws_random_numbers(node):
+                if _has_dropout_arg(target):
+                    # Its backward graph reads the random state it returns, which on a GPU the
+                    # fake tensors place on no device: kept on musa's path, where every tensor is musa.
+                    return f"attention with dropout {target}: its random state crosses graphs"
+                continue  # runs on musa (the pass's step 3)
             if target.namespace not in ("prims", "torch_musa") and not _runs_on_cuda(target.name()):
                 return f"{target} has no CUDA kernel (musa runs it through the op layer)"
     return None
+
+
+def draws_random_numbers(node: torch.fx.Node) -> bool:
+    """Whether ``node`` draws from its device's default generator: a seeded op, unless it is
+    attention with a constant ``dropout_p`` of 0 (tagged seeded, it draws nothing then: the
+    op layer's eager rule too)."""
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload) or torch.Tag.nondeterministic_seeded not in target.tags:
+        return False
+    for i, arg in enumerate(target._schema.arguments):
+        if arg.name == "dropout_p":
+            p = node.args[i] if i < len(node.args) else node.kwargs.get("dropout_p", arg.default_value)
+            return not (isinstance(p, (int, float)) and p == 0)
+    return True
+
+
+def _has_dropout_arg(target: torch._ops.OpOverload) -> bool:
+    return any(arg.name == "dropout_p" for arg in target._schema.arguments)
 
 
 @functools.lru_cache(None)
@@ -239,13 +264,16 @@ class KernelDevicePass(CustomGraphModulePass):
 
         # 3. Everything else computes on the kernel device, inside subgraphs (control flow,
         #    stream regions) too: their inputs now come from kernel-device values. What stays
-        #    on musa hands its result over through a view.
+        #    on musa (random draws) takes musa tensors over its inputs' memory and hands its
+        #    results over through views.
         boundary = (_ops.to_kernel_device.default, _ops.copy_from_kernel_device_.default)
+        on_musa = set()  # nodes whose values stay musa tensors
         for node in list(graph.nodes):
-            if node.op != "call_function" or node.target in boundary:
+            if node.op != "call_function" or node.target in boundary or node in on_musa:
                 continue
-            if node.target in _STAYS_ON_MUSA:
-                _view_on_kernel_device(graph, node, fake_mode)
+            if node.target is _INDUCTOR_SEEDS or draws_random_numbers(node):
+                _musa_args(graph, node, originals)
+                on_musa.update(_view_on_kernel_device(graph, node, output, fake_mode))
             else:
                 _move_node_to_kernel_device(node, kd_fake)
         for name, sub in gm.named_modules():
@@ -265,7 +293,7 @@ class KernelDevicePass(CustomGraphModulePass):
 
         # 4. Results that were musa go back as musa tensors over the same memory.
         def back_to_musa(a: Any) -> Any:
-            if not isinstance(a, torch.fx.Node) or a.op == "placeholder":
+            if not isinstance(a, torch.fx.Node) or a.op == "placeholder" or a in on_musa:
                 return a
             was = originals.get(a)
             device = constant_devices.get(a) if a.op == "get_attr" else getattr(was, "device", None)
@@ -350,13 +378,47 @@ def _move_node_to_kernel_device(node: torch.fx.Node, kd_fake) -> None:
         node.meta["val"] = tree_map(kd_fake, node.meta["val"])
 
 
-def _view_on_kernel_device(graph: torch.fx.Graph, node: torch.fx.Node, fake_mode) -> None:
-    """Leaves ``node`` on musa; its users read a kernel-device view of its result."""
-    with graph.inserting_after(node):
-        view = graph.call_function(_ops.to_kernel_device.default, (node,))
-    with fake_mode:
-        view.meta["val"] = _kernel_view(node.meta["val"])
-    node.replace_all_uses_with(view, delete_user_cb=lambda user: user is not view)
+def _musa_args(graph: torch.fx.Graph, node: torch.fx.Node, originals: dict) -> None:
+    """Gives ``node`` musa tensors for the musa values it reads: a graph input itself, any
+    other value as a musa tensor over its kernel-device memory."""
+    made = {}
+
+    def musa(a: Any) -> Any:
+        if not isinstance(a, torch.fx.Node):
+            return a
+        if a.op == "call_function" and a.target is _ops.to_kernel_device.default:
+            return a.args[0]  # an input's view, or a musa result's: that musa value
+        if not _is_musa_tensor(originals.get(a)):
+            return a
+        if a not in made:
+            with graph.inserting_before(node):
+                made[a] = graph.call_function(*_from_kernel_device_call(a, originals[a].device))
+            made[a].meta["val"] = originals[a]
+        return made[a]
+
+    node.args = tree_map(musa, node.args)
+    node.kwargs = tree_map(musa, node.kwargs)
+
+
+def _view_on_kernel_device(graph: torch.fx.Graph, node: torch.fx.Node, output: torch.fx.Node,
+                           fake_mode) -> list:
+    """Leaves ``node`` on musa; its users read kernel-device views of its musa results (of
+    each ``getitem`` of a tuple result), the graph's outputs the musa results themselves.
+    Returns the nodes whose values stay musa."""
+    val = node.meta.get("val")
+    if isinstance(val, (list, tuple)):
+        items = [u for u in node.users if u.op == "call_function" and u.target is operator.getitem]
+    else:
+        items = [node]
+    for item in items:
+        if not _is_musa_tensor(item.meta.get("val")):
+            continue
+        with graph.inserting_after(item):
+            view = graph.call_function(_ops.to_kernel_device.default, (item,))
+        with fake_mode:
+            view.meta["val"] = _kernel_view(item.meta["val"])
+        item.replace_all_uses_with(view, delete_user_cb=lambda user: user is not view and user is not output)
+    return [node] + items
 
 
 def _attr(gm: torch.fx.GraphModule, target: str) -> Any:

@@ -3,7 +3,7 @@
 What differs from the wrapper Inductor uses for CUDA:
 
 * the kernel-device boundary ops are called as bound C++ functions (``_DIRECT_BOUNDARY``), their
-  results carry no size asserts (``_UNASSERTED``), and musa devices are prebuilt objects;
+  results carry no size or alignment asserts (``_UNASSERTED``), and musa devices are prebuilt objects;
 
 * on the cuda driver, Triton kernels are declared as kernels of the CUDA device
   under the musa device (see ``define_kernel``);
@@ -45,7 +45,7 @@ _DIRECT_BOUNDARY = {
 }
 
 
-#: Size asserts Inductor would write on the boundary ops' results. Those results have their
+#: Size (and alignment) asserts Inductor would write on the boundary ops' results. Those results have their
 #: argument's layout by construction (a graph input asserted just before, or Inductor's own
 #: buffer), and each assert is a C++ call that builds a std::stringstream: about 6k instructions
 #: per tensor per graph call on the host, the largest part of the boundary's cost.
@@ -65,8 +65,10 @@ class _MusaKernelCalls:
         super().write_assert_size_stride(name, size, stride, op_name, *rest, **kwargs)
 
     def writeline(self, line) -> None:
-        if (_ASSERTS_AS_TEXT and isinstance(line, str) and line.startswith("assert_size_stride(")
-                and line.endswith(_UNASSERTED_LINE_ENDS)):
+        # (alignment asserts are always text lines: a boundary result has its argument's memory,
+        # so its alignment too)
+        if (isinstance(line, str) and line.endswith(_UNASSERTED_LINE_ENDS)
+                and (line.startswith("assert_alignment(") or _ASSERTS_AS_TEXT and line.startswith("assert_size_stride("))):
             return
         super().writeline(line)
 
