@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import operator
 import os
 from typing import Any, Optional
@@ -43,6 +44,7 @@ from torch._inductor.custom_graph_pass import CustomGraphModulePass
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils._pytree import tree_map
 
+_log = logging.getLogger(__name__)
 _MUSA = "musa"
 _CPU = torch.device("cpu")
 _ops = torch.ops.torch_musa
@@ -213,7 +215,9 @@ class KernelDevicePass(CustomGraphModulePass):
             return
         gpu = on_gpu()
         if gpu:
-            if gpu_skip_reason(gm) is not None:
+            reason = gpu_skip_reason(gm)
+            if reason is not None:
+                _log.debug("a musa graph keeps musa's Triton path: %s", reason)
                 return
             gm.meta[KERNEL_REGION_KEY] = "cuda"
 
