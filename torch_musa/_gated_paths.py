@@ -634,19 +634,29 @@ def _kr_wrap_init_wrapper_code(torch_fn):
     def init_wrapper_code(self, *args, **kwargs):
         """Adapts torch._inductor.graph.GraphLowering.init_wrapper_code (torch 2.11-2.15), which
         asserts that a graph has one device type besides cpu ("Does not support mixing
-        cuda+musa"). A musa graph the kernel-device pass made a CUDA graph (marked in its
-        meta) has musa inputs and outputs around CUDA nodes: its wrapper is musa's, whose
-        device guards are kernel regions over musa's stream and memory. Any other graph gets
-        torch's function with its device types as they are."""
-        from torch_musa._inductor.kernel_device_pass import marks_kernel_regions
+        cuda+musa") and picks the wrapper by that type. A musa graph the kernel-device pass
+        ran on has musa inputs and results around kernel-device nodes: its wrapper is musa's,
+        which hands the results over as musa tensors and, for a graph made a CUDA graph (marked
+        in its meta), whose device guards are kernel regions over musa's stream and memory.
+        Any other graph gets torch's function with its device types as they are."""
+        from torch_musa._inductor.kernel_device_pass import marks_kernel_regions, musa_results
 
-        if not marks_kernel_regions(getattr(self, "module", None)) or "cuda" not in self.device_types:
+        module = getattr(self, "module", None)
+        drop = "cuda" if marks_kernel_regions(module) and "cuda" in self.device_types else None
+        add = "musa" if musa_results(module) and "musa" not in self.device_types else None
+        if drop is None and add is None:
             return torch_fn(self, *args, **kwargs)
-        self.device_types.discard("cuda")
+        if drop:
+            self.device_types.discard(drop)
+        if add:
+            self.device_types.add(add)
         try:
             return torch_fn(self, *args, **kwargs)
         finally:
-            self.device_types.add("cuda")
+            if drop:
+                self.device_types.add(drop)
+            if add:
+                self.device_types.discard(add)
 
     return init_wrapper_code
 

@@ -48,6 +48,26 @@ def test_fused_kernel_runs_on_musa_memory(device):
     assert "device(type='musa'" not in call_body and "torch.musa._inductor.DEVICES[" in call_body
 
 
+def test_results_are_computed_once_as_on_the_kernel_device(device):
+    # A result that other nodes read too is stored once, where they load it, as in the kernel
+    # device's own graph: the wrapper's return hands it over (an op in the graph would leave it
+    # inlined into the layer norm's loops and computed there again).
+    def f(x, b):
+        y = (x * 2 + b).sin()
+        return y, nn.functional.layer_norm(y, (64,)) * 3
+
+    x, b = torch.randn(32, 64, device=device), torch.randn(64, device=device)
+    out, (code, *_) = run_and_get_code(torch.compile(f), x, b)
+    torch._dynamo.reset()
+    native = "cuda" if ON_GPU else "cpu"
+    _, (native_code, *_) = run_and_get_code(torch.compile(f), x.to(native), b.to(native))
+    assert code.count("sin(") == native_code.count("sin(") > 0
+    assert "_from_kernel_device(" in code.split("return (")[-1]
+    for got, want in zip(out, f(x, b)):
+        assert got.device == device
+        torch.testing.assert_close(got, want)
+
+
 def test_graph_runs_as_kernel_device_code_on_the_current_musa_stream(device):
     # The kernel-device pass: Inductor's code for the kernel device (C++ on the host driver; on
     # the cuda driver CUDA code inside kernel regions, with buffers from musa memory), ordered
@@ -77,26 +97,27 @@ def test_graph_runs_as_kernel_device_code_on_the_current_musa_stream(device):
 
 
 def test_wrapper_device_choice_changes_for_marked_musa_graphs_only():
-    # torch's GraphLowering.init_wrapper_code refuses cuda+musa; the run-time wrapper lets a
-    # graph the kernel-device pass marked through (as musa's), and leaves every other graph as is.
+    # torch's GraphLowering.init_wrapper_code refuses cuda+musa and picks the wrapper by device
+    # type; the run-time wrapper lets a graph the kernel-device pass marked through as musa's (a
+    # CUDA graph, or one whose results musa's wrapper hands over), and leaves every other graph as is.
     from torch_musa import _gated_paths
-    from torch_musa._inductor.kernel_device_pass import KERNEL_REGION_KEY
+    from torch_musa._inductor.kernel_device_pass import KERNEL_REGION_KEY, MUSA_RESULTS_KEY
 
     seen = []
     init = _gated_paths._kr_wrap_init_wrapper_code(lambda self: seen.append(set(self.device_types)))
 
     class Lowering:
-        def __init__(self, marked):
-            self.device_types = {"cuda", "musa"}
+        def __init__(self, types, **meta):
+            self.device_types = set(types)
             self.module = torch.fx.GraphModule(nn.Module(), torch.fx.Graph())
-            if marked:
-                self.module.meta[KERNEL_REGION_KEY] = "cuda"
+            self.module.meta.update(meta)
 
-    unmarked, marked = Lowering(False), Lowering(True)
-    init(unmarked)
-    init(marked)
-    assert seen == [{"cuda", "musa"}, {"musa"}]
-    assert marked.device_types == {"cuda", "musa"}  # restored after the call
+    graphs = [Lowering({"cuda", "musa"}), Lowering({"cuda", "musa"}, **{KERNEL_REGION_KEY: "cuda"}),
+              Lowering({"cpu"}), Lowering({"cpu"}, **{MUSA_RESULTS_KEY: ((0, 0),)})]
+    for g in graphs:
+        init(g)
+    assert seen == [{"cuda", "musa"}, {"musa"}, {"cpu"}, {"cpu", "musa"}]
+    assert [g.device_types for g in graphs] == [{"cuda", "musa"}, {"cuda", "musa"}, {"cpu"}, {"cpu"}]  # restored
 
 
 def test_result_lands_on_the_input_device(two_devices):

@@ -13,7 +13,8 @@ buffers. This post-grad pass (Inductor's per-device custom pass) turns the graph
 * every musa device argument becomes the kernel device, and every value's metadata with it;
 * each result that was musa becomes a musa tensor over the kernel-device result's
   memory (``torch_musa::from_kernel_device``: no copy; a result that views an
-  input gets that input's own storage back);
+  input gets that input's own storage back), in the wrapper's return statement, so that
+  Inductor sees the kernel device's own graph;
 * writes into musa inputs (``copy_`` for optimizer steps, running stats) go
   straight into their memory (``torch_musa::copy_from_kernel_device_``);
 * ops that draw random numbers from the default generator (``multinomial``, ``randperm``;
@@ -50,6 +51,8 @@ _CPU = torch.device("cpu")
 _ops = torch.ops.torch_musa
 #: The GraphModule meta key that marks a musa graph compiled as a CUDA graph (read by the wrapper).
 KERNEL_REGION_KEY = "torch_musa_kernel_region"
+#: The GraphModule meta key listing the results the generated wrapper hands over as musa tensors.
+MUSA_RESULTS_KEY = "torch_musa_musa_results"
 #: ``TORCH_MUSA_INDUCTOR_KERNEL_DEVICE=0`` keeps the cuda driver's musa graphs on musa's own
 #: Triton path (musa buffers, extern kernels through the op layer), for comparison.
 _SWITCH = "TORCH_MUSA_INDUCTOR_KERNEL_DEVICE"
@@ -296,20 +299,33 @@ class KernelDevicePass(CustomGraphModulePass):
                 originals[new] = originals.get(old)
 
         # 4. Results that were musa go back as musa tensors over the same memory.
-        def back_to_musa(a: Any) -> Any:
+        def musa_device_of(a: Any) -> Optional[torch.device]:
             if not isinstance(a, torch.fx.Node) or a.op == "placeholder" or a in on_musa:
-                return a
+                return None
             was = originals.get(a)
             device = constant_devices.get(a) if a.op == "get_attr" else getattr(was, "device", None)
-            if device is None or device.type != _MUSA:
-                return a
-            with graph.inserting_before(output):
-                musa = graph.call_function(*_from_kernel_device_call(a, device))
-            if was is not None:
-                musa.meta["val"] = was
-            return musa
+            return device if device is not None and device.type == _MUSA else None
 
-        output.args = tree_map(back_to_musa, output.args)
+        results = output.args[0] if len(output.args) == 1 else None
+        if _returns_through_wrapper(results):
+            # The graph returns the kernel-device values themselves, as the kernel device's own
+            # graph does, and the wrapper hands them over (MUSA_RESULTS_KEY). Inductor stores a
+            # value the graph returns once, where its other readers load it; a hand-over op in
+            # the graph would leave the value inlined there and computed again for the op.
+            gm.meta[MUSA_RESULTS_KEY] = tuple((i, d.index) for i, d in enumerate(map(musa_device_of, results))
+                                              if d is not None)
+        else:
+            def back_to_musa(a: Any) -> Any:
+                device = musa_device_of(a)
+                if device is None:
+                    return a
+                with graph.inserting_before(output):
+                    musa = graph.call_function(*_from_kernel_device_call(a, device))
+                if originals.get(a) is not None:
+                    musa.meta["val"] = originals[a]
+                return musa
+
+            output.args = tree_map(back_to_musa, output.args)
         graph.lint()
         gm.recompile()
 
@@ -354,6 +370,24 @@ def _strip_boundary(graph: torch.fx.Graph) -> None:
             with graph.inserting_before(node):
                 graph.call_function(torch.ops.aten.copy_.default, node.args)
             graph.erase_node(node)
+
+
+def _returns_through_wrapper(results: Any) -> bool:
+    """Whether the wrapper hands the graph's results over (Inductor's Python wrapper, a flat
+    list of results), rather than ``from_kernel_device`` nodes in the graph (AOTInductor and
+    the C++ wrapper: their code for a graph's return is C++)."""
+    from torch._inductor import config
+    from torch._inductor.virtualized import V
+
+    if V.aot_compilation or config.cpp_wrapper or not isinstance(results, (tuple, list)):
+        return False
+    return all(r is None or isinstance(r, torch.fx.Node) for r in results)
+
+
+def musa_results(module: Any) -> tuple:
+    """(result index, musa device index) of each result the wrapper of ``module`` (a graph this
+    pass ran on) hands over as a musa tensor."""
+    return (getattr(module, "meta", None) or {}).get(MUSA_RESULTS_KEY, ())
 
 
 def _from_kernel_device_call(value: torch.fx.Node, device: torch.device):

@@ -22,6 +22,8 @@ from torch._inductor.virtualized import V
 import torch_musa
 from torch_musa._version_gate import inductor_writes_size_asserts_as_text
 
+from .kernel_device_pass import musa_results
+
 _ASSERTS_AS_TEXT = inductor_writes_size_asserts_as_text()
 
 _MUSA_TRITON_DEVICE = re.compile(r"DeviceProperties\(type='musa', index=(\d+)")
@@ -52,6 +54,7 @@ _DIRECT_BOUNDARY = {
 _UNASSERTED = ("torch.ops.torch_musa.to_kernel_device.default", "torch.ops.torch_musa.from_kernel_device.default",
                "torch.ops.torch_musa.from_kernel_device.index")
 _UNASSERTED_LINE_ENDS = tuple(f"{name!r})" for name in _UNASSERTED)
+_BOUNDARY_OUT = _DIRECT_BOUNDARY["torch.ops.torch_musa.from_kernel_device.default"]
 #: Generated code names musa devices through prebuilt objects (``torch.musa._inductor.DEVICES[i]``):
 #: ``device(type='musa', index=i)`` builds one per use per call (about 3k instructions each).
 _DEVICE_OBJECTS = "torch.musa._inductor.DEVICES"
@@ -107,6 +110,18 @@ class MusaSubgraphPythonWrapperCodegen(_MusaKernelCalls, SubgraphPythonWrapperCo
 
 
 class MusaPythonWrapperCodegen(_MusaKernelCalls, PythonWrapperCodegen):
+    def get_output_refs(self):
+        # A graph the kernel-device pass ran on returns kernel-device values; the musa ones go
+        # back as musa tensors over the same memory here, in the return statement.
+        refs = super().get_output_refs()
+        handed_over = musa_results(getattr(V.graph, "module", None))
+        refs = list(refs)
+        if handed_over and handed_over[-1][0] >= len(refs):  # (the pass counted the graph's own outputs)
+            raise RuntimeError(f"torch_musa: a musa graph hands over result {handed_over[-1][0]} of {len(refs)}")
+        for i, device_index in handed_over:
+            refs[i] = f"{_BOUNDARY_OUT}({refs[i]}, {_DEVICE_OBJECTS}[{device_index}])"
+        return refs
+
     @staticmethod
     def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
         if is_subgraph:
