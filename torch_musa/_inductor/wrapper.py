@@ -71,7 +71,7 @@ class _MusaKernelCalls:
         # (alignment asserts are always text lines: a boundary result has its argument's memory,
         # so its alignment too)
         if (isinstance(line, str) and line.endswith(_UNASSERTED_LINE_ENDS)
-                and (line.startswith("assert_alignment(") or _ASSERTS_AS_TEXT and line.startswith("assert_size_stride("))):
+                and (line.startswith("assert_alignment(") or (_ASSERTS_AS_TEXT and line.startswith("assert_size_stride(")))):
             return
         super().writeline(line)
 
@@ -113,9 +113,8 @@ class MusaPythonWrapperCodegen(_MusaKernelCalls, PythonWrapperCodegen):
     def get_output_refs(self):
         # A graph the kernel-device pass ran on returns kernel-device values; the musa ones go
         # back as musa tensors over the same memory here, in the return statement.
-        refs = super().get_output_refs()
+        refs = list(super().get_output_refs())
         handed_over = musa_results(getattr(V.graph, "module", None))
-        refs = list(refs)
         if handed_over and handed_over[-1][0] >= len(refs):  # (the pass counted the graph's own outputs)
             raise RuntimeError(f"torch_musa: a musa graph hands over result {handed_over[-1][0]} of {len(refs)}")
         for i, device_index in handed_over:
