@@ -75,7 +75,10 @@ def _gpt2(vocab):
 def train_gpu(device, quick):
     import torch._dynamo
 
+    from torch._dynamo.utils import counters
+
     rows = []
+    counters.clear()
     for name, make, batch in (("GPT 6x768", lambda: GPT(seq=512), 16), ("HF GPT-2 6x768", lambda: _gpt2(8192), 16)):
         torch.manual_seed(0)
         torch._dynamo.reset()
@@ -90,7 +93,10 @@ def train_gpu(device, quick):
         for _ in range(2):
             step()
         sec = median_time(step, device, 5 if quick else 10, warmup=0)
-        rows.append({"name": name, "tok_s": batch * 512 / sec, "compile_s": compile_s})
+        # musa: how many of the step's graphs ran as CUDA graphs, and why others kept musa's path
+        paths = dict(counters.get("torch_musa", {}))
+        counters.clear()
+        rows.append({"name": name, "tok_s": batch * 512 / sec, "compile_s": compile_s, "graph_paths": paths})
         del model, opt
         _empty_cache(device)
     return rows
@@ -323,6 +329,9 @@ def report(cell, runs, host):
             print(f"{row['name']:<30}  {err}")
         elif cell == "train":
             print((_train_host_row if host else _train_row)(row["name"], med))
+            paths = runs["musa"][0][i].get("graph_paths") if i < len(runs["musa"][0]) else None
+            if paths:  # the first round's: which of musa's graphs ran as kernel-device graphs
+                print(f"{'':<32}musa graphs: " + ", ".join(f"{k} {v}" for k, v in sorted(paths.items())))
         elif cell == "decode":
             print(_decode_row(row["name"], med, host))
         else:

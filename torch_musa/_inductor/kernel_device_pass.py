@@ -216,13 +216,17 @@ class KernelDevicePass(CustomGraphModulePass):
         fake_mode = _fake_mode_of(graph)
         if fake_mode is None:  # no tensors at all: nothing to move
             return
+        from torch._dynamo.utils import counters
+
         gpu = on_gpu()
         if gpu:
             reason = gpu_skip_reason(gm)
             if reason is not None:
                 _log.debug("a musa graph keeps musa's Triton path: %s", reason)
+                counters["torch_musa"][f"musa path: {reason}"] += 1
                 return
             gm.meta[KERNEL_REGION_KEY] = "cuda"
+        counters["torch_musa"]["kernel-device graphs"] += 1
 
         def kd_fake(v: Any) -> Any:
             if not _is_musa_tensor(v):
