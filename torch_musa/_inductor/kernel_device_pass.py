@@ -165,7 +165,7 @@ def gpu_skip_reason(gm: torch.fx.GraphModule) -> Optional[str]:
             if target.namespace in _COLLECTIVE_NAMESPACES:
                 return f"collective {target}: mccl serves musa tensors"
             if draws_random_numbers(node):
-                if _has_dropout_arg(target):
+                if _dropout_arg_index(target) is not None:
                     # Its backward graph reads the random state it returns, which on a GPU the
                     # fake tensors place on no device: kept on musa's path, where every tensor is musa.
                     return f"attention with dropout {target}: its random state crosses graphs"
@@ -182,15 +182,15 @@ def draws_random_numbers(node: torch.fx.Node) -> bool:
     target = node.target
     if not isinstance(target, torch._ops.OpOverload) or torch.Tag.nondeterministic_seeded not in target.tags:
         return False
-    for i, arg in enumerate(target._schema.arguments):
-        if arg.name == "dropout_p":
-            p = node.args[i] if i < len(node.args) else node.kwargs.get("dropout_p", arg.default_value)
-            return not (isinstance(p, (int, float)) and p == 0)
-    return True
+    i = _dropout_arg_index(target)
+    if i is None:
+        return True
+    p = node.args[i] if i < len(node.args) else node.kwargs.get("dropout_p", target._schema.arguments[i].default_value)
+    return not (isinstance(p, (int, float)) and p == 0)
 
 
-def _has_dropout_arg(target: torch._ops.OpOverload) -> bool:
-    return any(arg.name == "dropout_p" for arg in target._schema.arguments)
+def _dropout_arg_index(target: torch._ops.OpOverload) -> Optional[int]:
+    return next((i for i, arg in enumerate(target._schema.arguments) if arg.name == "dropout_p"), None)
 
 
 @functools.lru_cache(None)

@@ -116,7 +116,10 @@ class MusaPythonWrapperCodegen(_MusaKernelCalls, PythonWrapperCodegen):
         refs = list(super().get_output_refs())
         handed_over = musa_results(getattr(V.graph, "module", None))
         if handed_over and handed_over[-1][0] >= len(refs):  # (the pass counted the graph's own outputs)
-            raise RuntimeError(f"torch_musa: a musa graph hands over result {handed_over[-1][0]} of {len(refs)}")
+            raise RuntimeError(
+                f"torch_musa: this torch's Inductor returns {len(refs)} results from a musa graph, but the graph had "
+                f"more ({handed_over[-1][0] + 1} or more): its Inductor is not one torch_musa supports "
+                f"(torch 2.11-2.15). Use a supported torch, or compile with backend='aot_eager'.")
         for i, device_index in handed_over:
             refs[i] = f"{_BOUNDARY_OUT}({refs[i]}, {_DEVICE_OBJECTS}[{device_index}])"
         return refs
