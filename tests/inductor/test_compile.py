@@ -60,7 +60,7 @@ def test_results_are_computed_once_as_on_the_kernel_device(device):
     out, (code, *_) = run_and_get_code(torch.compile(f), x, b)
     torch._dynamo.reset()
     native = "cuda" if ON_GPU else "cpu"
-    _, (native_code, *_) = run_and_get_code(torch.compile(f), x.to(native), b.to(native))
+    _, (native_code, *_) = run_and_get_code(torch.compile(f), x.cpu().to(native), b.cpu().to(native))
     assert code.count("sin(") == native_code.count("sin(") > 0
     assert "_from_kernel_device(" in code.split("return (")[-1]
     for got, want in zip(out, f(x, b)):
@@ -298,11 +298,28 @@ def test_attention_without_dropout_draws_nothing():
     assert [draws_random_numbers(n) for n in nodes] == [False, False, False, True, True, False]
 
 
+def test_attention_random_state_crosses_graphs_as_it_is():
+    # Fused attention returns its philox seed and offset on the CPU, where fake tensors say the
+    # inputs' device: a backward graph input read only as that state gets no musa boundary.
+    from torch_musa._inductor.kernel_device_pass import _random_state_returns, _read_only_as_random_state
+
+    flash = torch.ops.aten._scaled_dot_product_flash_attention.default
+    assert _random_state_returns(flash) == {6, 7}
+    assert _random_state_returns(torch.ops.aten.mm.default) == set()
+    graph = torch.fx.Graph()
+    g, q, seed, offset, both = (graph.placeholder(n) for n in ("g", "q", "seed", "offset", "both"))
+    backward = torch.ops.aten._scaled_dot_product_flash_attention_backward.default
+    graph.call_function(backward, (g, q, q, q, q, q, None, None, 8, 8, 0.1, True, seed, offset))
+    graph.call_function(backward, (g, q, q, q, q, q, None, None, 8, 8, 0.1, True, both, both))
+    graph.call_function(torch.ops.aten.mm.default, (both, q))
+    assert [_read_only_as_random_state(n) for n in (q, seed, offset, both)] == [False, True, True, False]
+
+
 def test_attention_with_dropout_trains_under_compile(device):
     # GPUs keep fused attention with dropout as one seeded call (its backward replays the
     # forward's draws from the random state it returns): on musa it draws as eager does, so the
-    # compiled step equals eager's there. The host's attention decomposes into Inductor's own
-    # dropout: the same musa seed gives the same step.
+    # compiled step equals eager's there, and both graphs still run as kernel-device code. The
+    # host's attention decomposes into Inductor's own dropout: the same musa seed gives the same step.
     q, k, v = (torch.randn(2, 2, 16, 32, device=device, requires_grad=True) for _ in range(3))
 
     def step(f):
@@ -315,10 +332,14 @@ def test_attention_with_dropout_trains_under_compile(device):
         return nn.functional.scaled_dot_product_attention(q * 2, k, v, dropout_p=0.25, is_causal=True)
 
     compiled = torch.compile(attend)
-    first = step(compiled)
+    first, codes = run_and_get_code(step, compiled)
     reference = step(attend) if ON_GPU else step(compiled)
     for got, want in zip(first, reference):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert len(codes) == 2  # forward and backward
+    if ON_GPU:
+        assert all("_KernelRegion" in code for code in codes)
+
 
 def test_compiled_optimizer_step_matches_eager(device):
     torch.manual_seed(0)

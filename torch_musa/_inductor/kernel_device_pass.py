@@ -28,7 +28,7 @@ device code inside kernel regions (``torch_musa._C._KernelRegion``, written by
 :mod:`.backend` as the device guard): the current musa stream is CUDA's current stream there
 and CUDA allocations come from musa memory, as for one delegated op. Graphs that need musa's
 own paths keep them (:func:`gpu_skip_reason`): ``reduce-overhead`` (musa graph trees),
-AOTInductor, collectives, ops with no CUDA kernel, attention with dropout.
+AOTInductor, collectives, ops with no CUDA kernel.
 """
 from __future__ import annotations
 
@@ -165,11 +165,11 @@ def gpu_skip_reason(gm: torch.fx.GraphModule) -> Optional[str]:
             if target.namespace in _COLLECTIVE_NAMESPACES:
                 return f"collective {target}: mccl serves musa tensors"
             if draws_random_numbers(node):
-                if _dropout_arg_index(target) is not None:
-                    # Its backward graph reads the random state it returns, which on a GPU the
-                    # fake tensors place on no device: kept on musa's path, where every tensor is musa.
-                    return f"attention with dropout {target}: its random state crosses graphs"
-                continue  # runs on musa (the pass's step 3)
+                # Runs on musa (the pass's step 3). Fused attention with dropout also returns
+                # its random state (the philox seed and offset, on no device in fake tensors):
+                # the op layer returns it as the kernel device does (CPU tensors), which the
+                # CUDA backward kernel reads as they are.
+                continue
             if target.namespace not in ("prims", "torch_musa") and not _runs_on_cuda(target.name()):
                 return f"{target} has no CUDA kernel (musa runs it through the op layer)"
     return None
@@ -242,7 +242,14 @@ class KernelDevicePass(CustomGraphModulePass):
         # 1. Inputs: one kernel-device view each, used by everything but the graph's outputs
         #    and the writes back into them. Constants (real tensors the graph module holds) are
         #    replaced by their kernel-device views outright.
-        sources = [n for n in placeholders if _is_musa_tensor(n.meta.get("val"))]
+        sources = []
+        for n in placeholders:
+            if not _is_musa_tensor(n.meta.get("val")):
+                continue
+            if _read_only_as_random_state(n):
+                n.meta["val"] = kd_fake(n.meta["val"])  # passed on as it comes (see _RANDOM_STATE)
+            else:
+                sources.append(n)
         for src in sources:
             with graph.inserting_after(last_input):
                 view = graph.call_function(_ops.to_kernel_device.default, (src,))
@@ -452,8 +459,9 @@ def _view_on_kernel_device(graph: torch.fx.Graph, node: torch.fx.Node, output: t
         items = [u for u in node.users if u.op == "call_function" and u.target is operator.getitem]
     else:
         items = [node]
+    state = _random_state_returns(node.target)
     for item in items:
-        if not _is_musa_tensor(item.meta.get("val")):
+        if not _is_musa_tensor(item.meta.get("val")) or (item is not node and item.args[1] in state):
             continue
         with graph.inserting_after(item):
             view = graph.call_function(_ops.to_kernel_device.default, (item,))
@@ -461,6 +469,33 @@ def _view_on_kernel_device(graph: torch.fx.Graph, node: torch.fx.Node, output: t
             view.meta["val"] = _kernel_view(item.meta["val"])
         item.replace_all_uses_with(view, delete_user_cb=lambda user: user is not view and user is not output)
     return [node] + items
+
+
+#: Fused attention's random state (philox seed and offset) as its schemas name it. Fake tensors
+#: put it on the inputs' device; the kernel returns it on the CPU (on the GPU while capturing) and
+#: its backward reads it wherever it is. So it crosses a graph's boundary as it is, never through
+#: a musa view, as in the kernel device's own graphs.
+_RANDOM_STATE = frozenset({"philox_seed", "philox_offset", "rng_state", "unused"})
+
+
+def _random_state_returns(target: Any) -> frozenset:
+    """The result indices of a seeded attention op that hold its random state."""
+    if not isinstance(target, torch._ops.OpOverload) or _dropout_arg_index(target) is None:
+        return frozenset()
+    return frozenset(i for i, r in enumerate(target._schema.returns) if r.name in _RANDOM_STATE)
+
+
+def _read_only_as_random_state(value: torch.fx.Node) -> bool:
+    """Whether every reader of ``value`` takes it as an attention backward's random state."""
+    def reads_as_state(user: torch.fx.Node) -> bool:
+        target = user.target
+        if user.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+            return False
+        names = [a.name for i, a in enumerate(target._schema.arguments)
+                 if (user.args[i] if i < len(user.args) else user.kwargs.get(a.name)) is value]
+        return bool(names) and all(name in _RANDOM_STATE for name in names)
+
+    return bool(value.users) and all(map(reads_as_state, value.users))
 
 
 def _attr(gm: torch.fx.GraphModule, target: str) -> Any:
