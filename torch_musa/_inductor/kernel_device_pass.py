@@ -28,7 +28,7 @@ device code inside kernel regions (``torch_musa._C._KernelRegion``, written by
 :mod:`.backend` as the device guard): the current musa stream is CUDA's current stream there
 and CUDA allocations come from musa memory, as for one delegated op. Graphs that need musa's
 own paths keep them (:func:`gpu_skip_reason`): ``reduce-overhead`` (musa graph trees),
-AOTInductor, collectives, ops with no CUDA kernel.
+AOTInductor, collectives, ops with no CUDA kernel, attention with dropout (forward and backward).
 """
 from __future__ import annotations
 
@@ -164,12 +164,14 @@ def gpu_skip_reason(gm: torch.fx.GraphModule) -> Optional[str]:
                 continue
             if target.namespace in _COLLECTIVE_NAMESPACES:
                 return f"collective {target}: mccl serves musa tensors"
+            if _attention_with_dropout(node):
+                # Forward and backward: the random state the forward returns (philox seed and
+                # offset) is a CPU tensor at run time where fake tensors say musa. Left on musa
+                # inside a CUDA graph, the forward's results read NaN on the H200 (2026-12-05);
+                # on musa's path, where both graphs keep every tensor musa, they equal eager's.
+                return f"attention with dropout {target}: its random state crosses graphs"
             if draws_random_numbers(node):
-                # Runs on musa (the pass's step 3). Fused attention with dropout also returns
-                # its random state (the philox seed and offset, on no device in fake tensors):
-                # the op layer returns it as the kernel device does (CPU tensors), which the
-                # CUDA backward kernel reads as they are.
-                continue
+                continue  # runs on musa (the pass's step 3)
             if target.namespace not in ("prims", "torch_musa") and not _runs_on_cuda(target.name()):
                 return f"{target} has no CUDA kernel (musa runs it through the op layer)"
     return None
@@ -182,9 +184,15 @@ def draws_random_numbers(node: torch.fx.Node) -> bool:
     target = node.target
     if not isinstance(target, torch._ops.OpOverload) or torch.Tag.nondeterministic_seeded not in target.tags:
         return False
-    i = _dropout_arg_index(target)
+    return _dropout_arg_index(target) is None or _attention_with_dropout(node)
+
+
+def _attention_with_dropout(node: torch.fx.Node) -> bool:
+    """Whether ``node`` is attention (forward or backward) whose ``dropout_p`` is not a constant 0."""
+    target = node.target
+    i = _dropout_arg_index(target) if isinstance(target, torch._ops.OpOverload) else None
     if i is None:
-        return True
+        return False
     p = node.args[i] if i < len(node.args) else node.kwargs.get("dropout_p", target._schema.arguments[i].default_value)
     return not (isinstance(p, (int, float)) and p == 0)
 
@@ -242,14 +250,7 @@ class KernelDevicePass(CustomGraphModulePass):
         # 1. Inputs: one kernel-device view each, used by everything but the graph's outputs
         #    and the writes back into them. Constants (real tensors the graph module holds) are
         #    replaced by their kernel-device views outright.
-        sources = []
-        for n in placeholders:
-            if not _is_musa_tensor(n.meta.get("val")):
-                continue
-            if _read_only_as_random_state(n):
-                n.meta["val"] = kd_fake(n.meta["val"])  # passed on as it comes (see _RANDOM_STATE)
-            else:
-                sources.append(n)
+        sources = [n for n in placeholders if _is_musa_tensor(n.meta.get("val"))]
         for src in sources:
             with graph.inserting_after(last_input):
                 view = graph.call_function(_ops.to_kernel_device.default, (src,))
@@ -459,9 +460,8 @@ def _view_on_kernel_device(graph: torch.fx.Graph, node: torch.fx.Node, output: t
         items = [u for u in node.users if u.op == "call_function" and u.target is operator.getitem]
     else:
         items = [node]
-    state = _random_state_returns(node.target)
     for item in items:
-        if not _is_musa_tensor(item.meta.get("val")) or (item is not node and item.args[1] in state):
+        if not _is_musa_tensor(item.meta.get("val")):
             continue
         with graph.inserting_after(item):
             view = graph.call_function(_ops.to_kernel_device.default, (item,))
@@ -469,33 +469,6 @@ def _view_on_kernel_device(graph: torch.fx.Graph, node: torch.fx.Node, output: t
             view.meta["val"] = _kernel_view(item.meta["val"])
         item.replace_all_uses_with(view, delete_user_cb=lambda user: user is not view and user is not output)
     return [node] + items
-
-
-#: Fused attention's random state (philox seed and offset) as its schemas name it. Fake tensors
-#: put it on the inputs' device; the kernel returns it on the CPU (on the GPU while capturing) and
-#: its backward reads it wherever it is. So it crosses a graph's boundary as it is, never through
-#: a musa view, as in the kernel device's own graphs.
-_RANDOM_STATE = frozenset({"philox_seed", "philox_offset", "rng_state", "unused"})
-
-
-def _random_state_returns(target: Any) -> frozenset:
-    """The result indices of a seeded attention op that hold its random state."""
-    if not isinstance(target, torch._ops.OpOverload) or _dropout_arg_index(target) is None:
-        return frozenset()
-    return frozenset(i for i, r in enumerate(target._schema.returns) if r.name in _RANDOM_STATE)
-
-
-def _read_only_as_random_state(value: torch.fx.Node) -> bool:
-    """Whether every reader of ``value`` takes it as an attention backward's random state."""
-    def reads_as_state(user: torch.fx.Node) -> bool:
-        target = user.target
-        if user.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
-            return False
-        names = [a.name for i, a in enumerate(target._schema.arguments)
-                 if (user.args[i] if i < len(user.args) else user.kwargs.get(a.name)) is value]
-        return bool(names) and all(name in _RANDOM_STATE for name in names)
-
-    return bool(value.users) and all(map(reads_as_state, value.users))
 
 
 def _attr(gm: torch.fx.GraphModule, target: str) -> Any:
