@@ -1,8 +1,23 @@
 // Scaled dot-product attention picks its kernel through a per-device-type
 // dispatch stub, not through an op; without a PrivateUse1 entry musa would
 // always take the slow math path. Ask the kernel device's own chooser.
+//
+// Where CUDA's chooser says flash attention, torch's composite would call the
+// CPU variant for any device type but CUDA; torch's hook for other devices is
+// the "overrideable" backend, so musa answers that and runs the kernel
+// device's flash attention for it (forward and backward, below).
+#include <ATen/SDPBackend.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/ops/_fused_sdp_choice.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_backward.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/zeros.h>
+#include <torch/library.h>
 
 #include "ops/delegate.h"
 #include "core/device.h"
@@ -12,9 +27,9 @@
 namespace torch_musa {
 namespace {
 
-// Values of at::sdp::SDPBackend.
-constexpr int64_t kFlashAttention = 1;
-constexpr int64_t kEfficientAttention = 2;
+constexpr auto kFlashAttention = static_cast<int64_t>(at::SDPBackend::flash_attention);
+constexpr auto kEfficientAttention = static_cast<int64_t>(at::SDPBackend::efficient_attention);
+constexpr auto kOverrideable = static_cast<int64_t>(at::SDPBackend::overrideable);
 
 // The musa device a tensor is on. A fake tensor (torch.compile tracing) keeps
 // its data on the meta device; it stands for the current musa device.
@@ -44,9 +59,88 @@ int64_t musa_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tens
   int64_t choice = at::_fused_sdp_choice(choice_view(q, kd), choice_view(k, kd), choice_view(v, kd), m, dropout_p,
                                          is_causal, scale, enable_gqa);
   // For any device type but CUDA the SDPA composite runs "flash" as its CPU
-  // variant; on CUDA kernels the memory-efficient kernel is the equivalent.
-  if (choice == kFlashAttention && kd.type() == c10::DeviceType::CUDA) choice = kEfficientAttention;
+  // variant. On CUDA kernels: flash attention through the overrideable backend
+  // (head sizes CUDA's composite would pad to a multiple of 8 take the
+  // memory-efficient kernel instead, which needs no padding).
+  if (choice == kFlashAttention && kd.type() == c10::DeviceType::CUDA)
+    choice = q.sym_size(-1) % 8 == 0 && v.sym_size(-1) % 8 == 0 ? kOverrideable : kEfficientAttention;
   return choice;
+}
+
+using AttentionResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt,
+                                   at::Tensor, at::Tensor, at::Tensor>;
+
+bool kernel_device_is_cuda() { return kernel_device().type() == c10::DeviceType::CUDA; }
+
+// The overrideable op's random state is a (seed, offset) pair of 0-d int64
+// tensors (its fake kernel's, which compiled graphs check). CUDA's flash
+// attention keeps both in one 2-element uint64 tensor: the pair is two views
+// of it, and the backward gets it back without a copy.
+std::pair<at::Tensor, at::Tensor> split_rng_state(const at::Tensor& rng_state) {
+  if (rng_state.numel() != 2) {
+    auto zero = at::zeros({}, rng_state.options().dtype(at::kLong));
+    return {zero, zero};
+  }
+  at::Tensor words = rng_state.view(at::kLong);
+  return {words.select(0, 0), words.select(0, 1)};
+}
+
+at::Tensor join_rng_state(const at::Tensor& seed, const at::Tensor& offset) {
+  if (seed.dim() == 0 && offset.dim() == 0 && seed.scalar_type() == at::kLong &&
+      offset.scalar_type() == at::kLong && seed.is_alias_of(offset) &&
+      offset.storage_offset() == seed.storage_offset() + 1)
+    return seed.as_strided({2}, {1}).view(at::kUInt64);
+  return at::stack({seed.reshape({}).to(at::kLong), offset.reshape({}).to(at::kLong)}).view(at::kUInt64);
+}
+
+// `t` in `like`'s layout: the op's fake kernels give each result its input's layout
+// (as CUDA's flash attention does); the CPU's kernels keep (batch, seq, heads) in memory.
+at::Tensor in_layout_of(const at::Tensor& like, const at::Tensor& t) {
+  if (!t.defined() || t.strides() == like.strides()) return t;
+  return at::empty_like(like).copy_(t);
+}
+
+AttentionResult fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
+                                bool return_debug_mask, std::optional<double> scale) {
+  if (kernel_device_is_cuda()) {
+    TORCH_CHECK(!attn_bias.has_value() || !attn_bias->defined(),
+                "scaled_dot_product_attention on musa: the overrideable (flash) backend takes no attention mask; "
+                "pass the mask to F.scaled_dot_product_attention, which chooses a kernel that takes it");
+    auto [out, lse, cum_q, cum_k, max_q, max_k, rng_state, unused, debug] =
+        at::_scaled_dot_product_flash_attention(q, k, v, dropout_p, is_causal, return_debug_mask, scale);
+    auto [seed, offset] = split_rng_state(rng_state);
+    return {out, lse, cum_q, cum_k, max_q, max_k, seed, offset, debug};
+  }
+  // The host: the CPU's flash attention (it takes a mask and no dropout).
+  auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout_p, is_causal, attn_bias, scale);
+  auto none = at::empty({0}, q.options().dtype(at::kInt));
+  auto zero = at::zeros({}, q.options().dtype(at::kLong));
+  // (the CPU kernel's logsumexp is (batch, seq, heads) in memory; the op's fake kernel says contiguous)
+  return {in_layout_of(q, out), lse.contiguous(), none, none, q.sym_size(-2), k.sym_size(-2), zero, zero, at::empty({0}, q.options())};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backward(
+    const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor& out, const at::Tensor& lse,
+    const at::Tensor& cum_q, const at::Tensor& cum_k, int64_t max_q, int64_t max_k, double dropout_p,
+    bool is_causal, const at::Tensor& seed, const at::Tensor& offset, std::optional<double> scale) {
+  at::Tensor gq, gk, gv;
+  if (kernel_device_is_cuda()) {
+    std::tie(gq, gk, gv) = at::_scaled_dot_product_flash_attention_backward(
+        grad_out, q, k, v, out, lse, cum_q, cum_k, max_q, max_k, dropout_p, is_causal, join_rng_state(seed, offset),
+        offset, scale);
+  } else {
+    std::optional<at::Tensor> mask;
+    if (attn_bias.defined()) mask = attn_bias;
+    std::tie(gq, gk, gv) = at::_scaled_dot_product_flash_attention_for_cpu_backward(grad_out, q, k, v, out, lse,
+                                                                                     dropout_p, is_causal, mask, scale);
+    gq = in_layout_of(q, gq);
+    gk = in_layout_of(k, gk);
+    gv = in_layout_of(v, gv);
+  }
+  // No gradient for the mask (as CUDA's kernels: masks are not trained through fused attention).
+  return {gq, gk, gv, at::Tensor()};
 }
 
 }  // namespace
@@ -54,4 +148,9 @@ int64_t musa_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tens
 
 namespace at::native {
 REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &torch_musa::musa_sdp_choice)
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(torch_musa::fused_attention));
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward", TORCH_FN(torch_musa::fused_attention_backward));
 }

@@ -138,3 +138,19 @@ def test_buffers_the_model_mutates(device):
     out = torch._inductor.aoti_load_package(path)(x)
     assert out.device == device
     torch.testing.assert_close(out, net(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(torch.musa.get_driver_name() != "cuda", reason="flash attention through the overrideable "
+                    "backend is the cuda driver's choice (the host keeps the CPU's variant)")
+def test_package_with_flash_attention(tmp_path):
+    # AOTInductor's model is a CUDA model: the overrideable attention op musa's SDPA chooses
+    # becomes CUDA's flash attention there.
+    class Attend(nn.Module):
+        def forward(self, q, k, v):
+            return nn.functional.scaled_dot_product_attention(q * 2, k, v, is_causal=True)
+
+    q, k, v = (torch.randn(2, 4, 32, 16, device="musa", dtype=torch.float16) for _ in range(3))
+    ep = torch.export.export(Attend(), (q, k, v))
+    path = torch._inductor.aoti_compile_and_package(ep, package_path=str(tmp_path / "attend.pt2"))
+    got = torch._inductor.aoti_load_package(path)(q, k, v)
+    torch.testing.assert_close(got, Attend()(q, k, v), rtol=2e-3, atol=2e-3)

@@ -302,6 +302,34 @@ def test_attention_without_dropout_draws_nothing():
     assert [_attention_with_dropout(n) for n in nodes + grads] == [False, False, False, True, False, False, False, True]
 
 
+def test_flash_attention_through_overrideable_trains_under_compile(device):
+    # The overrideable attention op (musa's flash attention on the GPU, chosen by
+    # F.scaled_dot_product_attention there; called as the op on the host, whose SDPA keeps the
+    # CPU's variant) has no kernel-device kernel: it runs on musa inside a kernel-device graph,
+    # in both directions, with the eager results.
+    dtype = torch.float16 if ON_GPU else torch.float32
+    q, k, v = (torch.randn(2, 2, 16, 32, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
+    overrideable = torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default
+
+    def attend(q, k, v):
+        if ON_GPU:
+            return nn.functional.scaled_dot_product_attention(q * 2, k, v, is_causal=True)
+        return overrideable(q * 2, k, v, is_causal=True)[0]
+
+    def step(f):
+        out = f(q, k, v)
+        return [out.detach()] + list(torch.autograd.grad(out.square().sum(), (q, k, v)))
+
+    compiled, codes = run_and_get_code(step, torch.compile(attend))
+    for got, want in zip(compiled, step(attend)):
+        torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
+    assert len(codes) == 2 and all("_scaled_dot_product_fused_attention_overrideable" in c for c in codes)
+    # both graphs compiled as kernel-device graphs: their results are handed over to musa
+    assert all("_from_kernel_device(" in c.split("return (")[-1] for c in codes)
+    if ON_GPU:
+        assert all("_KernelRegion" in c for c in codes)
+
+
 def test_attention_with_dropout_trains_under_compile(device):
     # GPUs keep fused attention with dropout as one seeded call (its backward replays the
     # forward's draws from the random state it returns): on musa it draws as eager does, so the

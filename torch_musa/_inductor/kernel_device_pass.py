@@ -21,6 +21,8 @@ buffers. This post-grad pass (Inductor's per-device custom pass) turns the graph
   Inductor's own ``rand``-likes read its seeds, which stay on musa too) run on musa, through
   the op layer: on the kernel device they would draw from the CPU's or CUDA's generator, and
   compiled code must follow ``torch.musa.manual_seed`` as eager does.
+* fused attention through torch's "overrideable" backend (musa's flash attention on the cuda
+  driver) runs on musa too, the same way: the kernel device has no kernel for that op.
 
 Everything between is Inductor's own pipeline for that device, untouched: fusion, kernels,
 the FX graph and kernel caches. On the cuda driver the generated wrapper runs the graph's
@@ -122,6 +124,13 @@ def _kernel_device_arg(a: Any) -> Any:
     return a
 
 
+#: Fused attention through torch's "overrideable" backend (flash attention on the cuda driver,
+#: ``backend/ops/attention.cpp``): the kernel device has no kernel for it, so it runs on musa
+#: through the op layer, as random draws do.
+_OVERRIDEABLE_ATTENTION = (torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default,
+                           torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward.default)
+_FLASH_ATTENTION = torch.ops.aten._scaled_dot_product_flash_attention.default
+
 #: Inductor's seeds come from the musa generator (torch.musa.manual_seed governs compiled
 #: dropout, as torch.cuda's does).
 _INDUCTOR_SEEDS = torch.ops.prims.inductor_seeds.default
@@ -170,7 +179,7 @@ def gpu_skip_reason(gm: torch.fx.GraphModule) -> Optional[str]:
                 # inside a CUDA graph, the forward's results read NaN on the H200 (2026-12-05);
                 # on musa's path, where both graphs keep every tensor musa, they equal eager's.
                 return f"attention with dropout {target}: its random state crosses graphs"
-            if draws_random_numbers(node):
+            if draws_random_numbers(node) or target in _OVERRIDEABLE_ATTENTION:
                 continue  # runs on musa (the pass's step 3)
             if target.namespace not in ("prims", "torch_musa") and not _runs_on_cuda(target.name()):
                 return f"{target} has no CUDA kernel (musa runs it through the op layer)"
@@ -208,6 +217,30 @@ def _runs_on_cuda(name: str) -> bool:
                            "CompositeImplicitAutograd"))
 
 
+def _flash_for_aot(graph: torch.fx.Graph, fake_mode) -> None:
+    """AOTInductor's model is a CUDA model, whose C shims have no kernel for the overrideable
+    attention op: there it calls CUDA's flash attention itself (inference graphs, whose random
+    state nobody reads; the mask was None, or the choice would not have been flash)."""
+    from torch._inductor import config
+    from torch._inductor.virtualized import V
+
+    if not (V.aot_compilation or config.cpp_wrapper):
+        return
+    for node in graph.find_nodes(op="call_function", target=_OVERRIDEABLE_ATTENTION[0]):
+        args = dict(zip((a.name for a in node.target._schema.arguments), node.args), **node.kwargs)
+        if args.get("attn_bias") is not None or any(u.args[1] in (6, 7) for u in node.users):
+            continue
+        flash_args = (args["query"], args["key"], args["value"], args.get("dropout_p", 0.0),
+                      args.get("is_causal", False), args.get("return_debug_mask", False))
+        with graph.inserting_before(node):
+            flash = graph.call_function(_FLASH_ATTENTION, flash_args, {"scale": args.get("scale")})
+        vals = tree_map(lambda a: a.meta.get("val") if isinstance(a, torch.fx.Node) else a, flash_args)
+        with fake_mode:
+            flash.meta["val"] = _FLASH_ATTENTION(*vals, scale=args.get("scale"))
+        node.replace_all_uses_with(flash)
+        graph.erase_node(node)
+
+
 def _devices_in(gm: torch.fx.GraphModule):
     for node in gm.graph.nodes:
         val = node.meta.get("val")
@@ -228,6 +261,7 @@ class KernelDevicePass(CustomGraphModulePass):
 
         gpu = on_gpu()
         if gpu:
+            _flash_for_aot(graph, fake_mode)
             reason = gpu_skip_reason(gm)
             if reason is not None:
                 _log.debug("a musa graph keeps musa's Triton path: %s", reason)
@@ -290,7 +324,8 @@ class KernelDevicePass(CustomGraphModulePass):
         for node in list(graph.nodes):
             if node.op != "call_function" or node.target in boundary or node in on_musa:
                 continue
-            if node.target is _INDUCTOR_SEEDS or draws_random_numbers(node):
+            if node.target is _INDUCTOR_SEEDS or node.target in _OVERRIDEABLE_ATTENTION \
+                    or draws_random_numbers(node):
                 _musa_args(graph, node, originals)
                 on_musa.update(_view_on_kernel_device(graph, node, output, fake_mode))
             else:
