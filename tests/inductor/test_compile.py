@@ -333,10 +333,11 @@ def test_flash_attention_through_overrideable_trains_under_compile(device):
 def test_attention_with_dropout_trains_under_compile(device):
     # GPUs keep fused attention with dropout as one seeded call (its backward replays the
     # forward's draws from the random state it returns): on musa it draws as eager does, so the
-    # compiled step equals eager's there (its graphs keep musa's Triton path: left on musa inside a
-    # CUDA graph, its results read NaN on the H200). The host's attention decomposes into
-    # Inductor's own dropout: the same musa seed gives the same step.
-    q, k, v = (torch.randn(2, 2, 16, 32, device=device, requires_grad=True) for _ in range(3))
+    # compiled step equals eager's there. That call is musa's flash attention (the overrideable
+    # op), whose random state is musa tensors: both graphs run as CUDA graphs around it. The
+    # host's attention decomposes into Inductor's own dropout: the same musa seed gives the same step.
+    dtype = torch.float16 if ON_GPU else torch.float32  # (CUDA's flash attention takes half precision)
+    q, k, v = (torch.randn(2, 2, 16, 32, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
 
     def step(f):
         torch.musa.manual_seed(9)
@@ -351,8 +352,10 @@ def test_attention_with_dropout_trains_under_compile(device):
     first, codes = run_and_get_code(step, compiled)
     reference = step(attend) if ON_GPU else step(compiled)
     for got, want in zip(first, reference):
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
     assert len(codes) == 2  # forward and backward
+    if ON_GPU:
+        assert all("_KernelRegion" in c and "_scaled_dot_product_fused_attention_overrideable" in c for c in codes)
 
 
 def test_compiled_optimizer_step_matches_eager(device):
