@@ -13,11 +13,14 @@
 #include <ATen/ops/_scaled_dot_product_flash_attention_backward.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
+#include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
+
+#include <cmath>
 
 #include "ops/delegate.h"
 #include "core/device.h"
@@ -59,11 +62,8 @@ int64_t musa_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tens
   int64_t choice = at::_fused_sdp_choice(choice_view(q, kd), choice_view(k, kd), choice_view(v, kd), m, dropout_p,
                                          is_causal, scale, enable_gqa);
   // For any device type but CUDA the SDPA composite runs "flash" as its CPU
-  // variant. On CUDA kernels: flash attention through the overrideable backend
-  // (head sizes CUDA's composite would pad to a multiple of 8 take the
-  // memory-efficient kernel instead, which needs no padding).
-  if (choice == kFlashAttention && kd.type() == c10::DeviceType::CUDA)
-    choice = q.sym_size(-1) % 8 == 0 && v.sym_size(-1) % 8 == 0 ? kOverrideable : kEfficientAttention;
+  // variant. On CUDA kernels: flash attention through the overrideable backend.
+  if (choice == kFlashAttention && kd.type() == c10::DeviceType::CUDA) choice = kOverrideable;
   return choice;
 }
 
@@ -100,6 +100,24 @@ at::Tensor in_layout_of(const at::Tensor& like, const at::Tensor& t) {
   return at::empty_like(like).copy_(t);
 }
 
+// CUDA's flash kernels take head sizes that are multiples of 8: others are
+// padded with zeros, which change neither the scores nor the kept columns (as
+// CUDA's own composite does), at the scale of the real head size.
+at::Tensor padded_heads(const at::Tensor& t) {
+  const int64_t extra = (8 - t.size(-1) % 8) % 8;
+  return extra ? at::constant_pad_nd(t, {0, extra}) : t;
+}
+
+std::optional<double> real_scale(const at::Tensor& q, std::optional<double> scale) {
+  return scale ? scale : std::optional<double>(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+}
+
+// `padded` cut back to `like`'s head size, in `like`'s layout.
+at::Tensor unpadded_as(const at::Tensor& like, const at::Tensor& padded) {
+  if (padded.size(-1) == like.size(-1)) return padded;
+  return at::empty_like(like).copy_(padded.narrow(-1, 0, like.size(-1)));
+}
+
 AttentionResult fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                 const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
                                 bool return_debug_mask, std::optional<double> scale) {
@@ -108,9 +126,10 @@ AttentionResult fused_attention(const at::Tensor& q, const at::Tensor& k, const 
                 "scaled_dot_product_attention on musa: the overrideable (flash) backend takes no attention mask; "
                 "pass the mask to F.scaled_dot_product_attention, which chooses a kernel that takes it");
     auto [out, lse, cum_q, cum_k, max_q, max_k, rng_state, unused, debug] =
-        at::_scaled_dot_product_flash_attention(q, k, v, dropout_p, is_causal, return_debug_mask, scale);
+        at::_scaled_dot_product_flash_attention(padded_heads(q), padded_heads(k), padded_heads(v), dropout_p,
+                                                is_causal, return_debug_mask, real_scale(q, scale));
     auto [seed, offset] = split_rng_state(rng_state);
-    return {out, lse, cum_q, cum_k, max_q, max_k, seed, offset, debug};
+    return {unpadded_as(q, out), lse, cum_q, cum_k, max_q, max_k, seed, offset, debug};
   }
   // The host: the CPU's flash attention (it takes a mask and no dropout).
   auto [out, lse] = at::_scaled_dot_product_flash_attention_for_cpu(q, k, v, dropout_p, is_causal, attn_bias, scale);
@@ -128,8 +147,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
   at::Tensor gq, gk, gv;
   if (kernel_device_is_cuda()) {
     std::tie(gq, gk, gv) = at::_scaled_dot_product_flash_attention_backward(
-        grad_out, q, k, v, out, lse, cum_q, cum_k, max_q, max_k, dropout_p, is_causal, join_rng_state(seed, offset),
-        offset, scale);
+        padded_heads(grad_out), padded_heads(q), padded_heads(k), padded_heads(v), padded_heads(out), lse, cum_q,
+        cum_k, max_q, max_k, dropout_p, is_causal, join_rng_state(seed, offset), offset, real_scale(q, scale));
+    gq = unpadded_as(q, gq);
+    gk = unpadded_as(k, gk);
+    gv = unpadded_as(v, gv);
   } else {
     std::optional<at::Tensor> mask;
     if (attn_bias.defined()) mask = attn_bias;
