@@ -173,12 +173,12 @@ def gpu_skip_reason(gm: torch.fx.GraphModule) -> Optional[str]:
                 continue
             if target.namespace in _COLLECTIVE_NAMESPACES:
                 return f"collective {target}: mccl serves musa tensors"
-            if _attention_with_dropout(node) and target not in _OVERRIDEABLE_ATTENTION:
+            if _attention_with_dropout(node):
                 # Forward and backward: the random state the forward returns (philox seed and
                 # offset) is a CPU tensor at run time where fake tensors say musa. Left on musa
                 # inside a CUDA graph, the forward's results read NaN on the H200 (2026-12-05);
                 # on musa's path, where both graphs keep every tensor musa, they equal eager's.
-                # (The overrideable op's state is musa tensors, which both graphs pass as they are.)
+                # (The overrideable op's state is musa tensors; not tried inside a CUDA graph yet.)
                 return f"attention with dropout {target}: its random state crosses graphs"
             if draws_random_numbers(node) or target in _OVERRIDEABLE_ATTENTION:
                 continue  # runs on musa (the pass's step 3)
