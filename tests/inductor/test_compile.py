@@ -5,6 +5,7 @@ current musa stream. Compiles are slow on CI's two cores, so the models are tiny
 """
 import contextlib
 import copy
+import operator
 import os
 
 import pytest
@@ -332,6 +333,45 @@ def test_flash_attention_through_overrideable_trains_under_compile(device):
     assert all("_from_kernel_device(" in c.split("return (")[-1] for c in codes)
     if ON_GPU:
         assert all("_KernelRegion" in c for c in codes)
+
+
+def test_aot_graphs_call_cuda_flash_attention_for_the_overrideable_op():
+    # AOTInductor's model on the GPU is a CUDA model, whose C shims have no kernel for the
+    # overrideable op: the pass gives such graphs CUDA's flash op, with the same results read.
+    from torch._inductor import config
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch_musa._inductor.kernel_device_pass import _flash_for_aot
+
+    fake_mode = FakeTensorMode()
+    with fake_mode:
+        vals = [torch.empty(2, 2, 16, 32, dtype=torch.float16) for _ in range(3)]
+
+    def graph_with(*extra_reads):
+        graph = torch.fx.Graph()
+        qkv = [graph.placeholder(n) for n in "qkv"]
+        for node, val in zip(qkv, vals):
+            node.meta["val"] = val
+        attn = graph.call_function(torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default,
+                                   tuple(qkv), {"is_causal": True, "scale": 0.5})
+        reads = [graph.call_function(operator.getitem, (attn, i)) for i in (0, *extra_reads)]
+        graph.output(tuple(reads))
+        return graph
+
+    plain, with_state = graph_with(), graph_with(6)
+    _flash_for_aot(plain, fake_mode)  # not an AOT compile: unchanged
+    assert any(n.target is torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default
+               for n in plain.nodes)
+    with config.patch(cpp_wrapper=True):
+        _flash_for_aot(plain, fake_mode)
+        _flash_for_aot(with_state, fake_mode)
+    (flash,) = [n for n in plain.nodes if n.op == "call_function" and n.target is not operator.getitem]
+    assert flash.target is torch.ops.aten._scaled_dot_product_flash_attention.default
+    assert flash.args[3:] == (0.0, True, False) and flash.kwargs == {"scale": 0.5}
+    assert [u.target for u in flash.users] == [operator.getitem]
+    assert flash.meta["val"][0].shape == (2, 2, 16, 32)
+    # a graph that reads the random state (training) keeps the op
+    assert any(n.target is torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default
+               for n in with_state.nodes)
 
 
 def test_attention_with_dropout_trains_under_compile(device):
