@@ -63,6 +63,18 @@ def same():
     return assert_same
 
 
+def flash_attention_only():
+    """On the cuda driver, SDPA restricted to flash attention (CUDA's chooser prefers cuDNN
+    attention on Hopper; tests of the flash path ask for it). Elsewhere, no restriction."""
+    import contextlib
+
+    if torch.musa.is_available() and torch.musa.get_driver_name() == "cuda":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel([SDPBackend.FLASH_ATTENTION])
+    return contextlib.nullcontext()
+
+
 def run_python(code, env=None, timeout=120):
     """Runs `code` in a fresh interpreter; returns CompletedProcess (text).
 

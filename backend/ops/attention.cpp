@@ -115,7 +115,7 @@ std::optional<double> real_scale(const at::Tensor& q, std::optional<double> scal
 // `padded` cut back to `like`'s head size, in `like`'s layout.
 at::Tensor unpadded_as(const at::Tensor& like, const at::Tensor& padded) {
   if (padded.size(-1) == like.size(-1)) return padded;
-  return at::empty_like(like).copy_(padded.narrow(-1, 0, like.size(-1)));
+  return in_layout_of(like, padded.narrow(-1, 0, like.size(-1)));
 }
 
 AttentionResult fused_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -136,7 +136,8 @@ AttentionResult fused_attention(const at::Tensor& q, const at::Tensor& k, const 
   auto none = at::empty({0}, q.options().dtype(at::kInt));
   auto zero = at::zeros({}, q.options().dtype(at::kLong));
   // (the CPU kernel's logsumexp is (batch, seq, heads) in memory; the op's fake kernel says contiguous)
-  return {in_layout_of(q, out), lse.contiguous(), none, none, q.sym_size(-2), k.sym_size(-2), zero, zero, at::empty({0}, q.options())};
+  return {in_layout_of(q, out), lse.contiguous(), none, none, q.sym_size(-2), k.sym_size(-2), zero, zero,
+          at::empty({0}, q.options())};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backward(

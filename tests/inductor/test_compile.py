@@ -3,7 +3,6 @@
 Host driver: Inductor's C++ kernels over musa memory. cuda driver: Triton kernels on the
 current musa stream. Compiles are slow on CI's two cores, so the models are tiny.
 """
-import contextlib
 import copy
 import operator
 import os
@@ -13,6 +12,8 @@ import torch
 from torch import nn
 from torch._dynamo.testing import CompileCounterWithBackend
 from torch._inductor.utils import run_and_get_code
+
+from tests.conftest import flash_attention_only
 
 ON_GPU = torch.musa.get_driver_name() == "cuda" if torch.musa.is_available() else False
 
@@ -322,8 +323,7 @@ def test_flash_attention_through_overrideable_trains_under_compile(device):
         out = f(q, k, v)
         return [out.detach()] + list(torch.autograd.grad(out.square().sum(), (q, k, v)))
 
-    flash_only = torch.nn.attention.sdpa_kernel([torch.nn.attention.SDPBackend.FLASH_ATTENTION])
-    with flash_only:  # (CUDA's chooser prefers cuDNN attention on Hopper)
+    with flash_attention_only():
         compiled, codes = run_and_get_code(step, torch.compile(attend))
         eager = step(attend)
     for got, want in zip(compiled, eager):
@@ -393,8 +393,7 @@ def test_attention_with_dropout_trains_under_compile(device):
         return nn.functional.scaled_dot_product_attention(q * 2, k, v, dropout_p=0.25, is_causal=True)
 
     compiled = torch.compile(attend)
-    with torch.nn.attention.sdpa_kernel([torch.nn.attention.SDPBackend.FLASH_ATTENTION]) if ON_GPU \
-            else contextlib.nullcontext():  # (CUDA's chooser prefers cuDNN attention on Hopper)
+    with flash_attention_only():
         first, codes = run_and_get_code(step, compiled)
         reference = step(attend) if ON_GPU else step(compiled)
     for got, want in zip(first, reference):

@@ -5,13 +5,12 @@ kernel device's flash attention for it (cuda driver). The host keeps the CPU's f
 F.scaled_dot_product_attention, and the overrideable op itself runs there on the CPU's flash
 kernels, so its forward and backward are checked on both drivers.
 """
-import contextlib
-
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from tests.conftest import flash_attention_only
 
 ON_GPU = torch.musa.get_driver_name() == "cuda" if torch.musa.is_available() else False
 OVERRIDEABLE = torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default
@@ -54,14 +53,9 @@ def test_overrideable_op_matches_cpu_attention(causal, head):
         torch.testing.assert_close(got.grad.float().cpu(), want.grad, rtol=5 * TOL, atol=5 * TOL)
 
 
-def flash_only():
-    """CUDA's chooser prefers cuDNN attention on Hopper: tests of the flash choice ask for flash."""
-    return sdpa_kernel([SDPBackend.FLASH_ATTENTION]) if ON_GPU else contextlib.nullcontext()
-
-
 def test_sdpa_chooses_flash_through_overrideable_on_the_gpu():
     q, k, v = (t.musa() for t in _qkv())
-    with flash_only(), _Ops() as ops:
+    with flash_attention_only(), _Ops() as ops:
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     ref = F.scaled_dot_product_attention(*(t.float().cpu() for t in (q, k, v)), is_causal=True)
     torch.testing.assert_close(out.float().cpu(), ref, rtol=TOL, atol=TOL)
@@ -80,16 +74,19 @@ def test_sdpa_chooses_flash_through_overrideable_on_the_gpu():
 def test_dropout_backward_replays_the_forward_draws():
     # out = A v for the dropped attention matrix A; backward with the same draws gives
     # grad_v = A^T g, so <g, out> == <grad_v, v>. Other draws would break the identity.
+    # (through the overrideable op: its random state goes from forward to backward as two views)
     q, k, v = (t.musa().requires_grad_() for t in _qkv(s=64, d=32))
-    torch.musa.manual_seed(3)
-    out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
-    g = torch.randn_like(out)
-    (grad_v,) = torch.autograd.grad(out, v, g)
-    torch.testing.assert_close((g.float() * out.float()).sum(), (grad_v.float() * v.float()).sum(), rtol=2e-2, atol=1e-1)
-    torch.musa.manual_seed(3)
-    again = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
-    assert torch.equal(again.cpu(), out.cpu())  # the musa seed decides the draws
-    assert not torch.equal(F.scaled_dot_product_attention(q, k, v, dropout_p=0.5).cpu(), out.cpu())
+    with flash_attention_only():
+        torch.musa.manual_seed(3)
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+        g = torch.randn_like(out)
+        (grad_v,) = torch.autograd.grad(out, v, g)
+        torch.testing.assert_close((g.float() * out.float()).sum(), (grad_v.float() * v.float()).sum(),
+                                   rtol=2e-2, atol=1e-1)
+        torch.musa.manual_seed(3)
+        again = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+        assert torch.equal(again.cpu(), out.cpu())  # the musa seed decides the draws
+        assert not torch.equal(F.scaled_dot_product_attention(q, k, v, dropout_p=0.5).cpu(), out.cpu())
 
 
 def test_overrideable_op_refuses_a_mask_on_the_gpu():

@@ -180,11 +180,18 @@ def gpu_skip_reason(gm: torch.fx.GraphModule) -> Optional[str]:
                 # on musa's path, where both graphs keep every tensor musa, they equal eager's.
                 # (The overrideable op's state is musa tensors; not tried inside a CUDA graph yet.)
                 return f"attention with dropout {target}: its random state crosses graphs"
-            if draws_random_numbers(node) or target in _OVERRIDEABLE_ATTENTION:
+            if stays_on_musa(node):
                 continue  # runs on musa (the pass's step 3)
             if target.namespace not in ("prims", "torch_musa") and not _runs_on_cuda(target.name()):
                 return f"{target} has no CUDA kernel (musa runs it through the op layer)"
     return None
+
+
+def stays_on_musa(node: torch.fx.Node) -> bool:
+    """Whether ``node`` runs on musa inside a kernel-device graph (the pass's step 3): Inductor's
+    seeds and other random draws (musa's generator), and the overrideable attention op (no
+    kernel-device kernel)."""
+    return node.target is _INDUCTOR_SEEDS or node.target in _OVERRIDEABLE_ATTENTION or draws_random_numbers(node)
 
 
 def draws_random_numbers(node: torch.fx.Node) -> bool:
@@ -325,8 +332,7 @@ class KernelDevicePass(CustomGraphModulePass):
         for node in list(graph.nodes):
             if node.op != "call_function" or node.target in boundary or node in on_musa:
                 continue
-            if node.target is _INDUCTOR_SEEDS or node.target in _OVERRIDEABLE_ATTENTION \
-                    or draws_random_numbers(node):
+            if stays_on_musa(node):
                 _musa_args(graph, node, originals)
                 on_musa.update(_view_on_kernel_device(graph, node, output, fake_mode))
             else:
