@@ -73,23 +73,26 @@ using AttentionResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tenso
 bool kernel_device_is_cuda() { return kernel_device().type() == c10::DeviceType::CUDA; }
 
 // The overrideable op's random state is a (seed, offset) pair of 0-d int64
-// tensors (its fake kernel's, which compiled graphs check). CUDA's flash
-// attention keeps both in one 2-element uint64 tensor: the pair is two views
-// of it, and the backward gets it back without a copy.
-std::pair<at::Tensor, at::Tensor> split_rng_state(const at::Tensor& rng_state) {
-  if (rng_state.numel() != 2) {
-    auto zero = at::zeros({}, rng_state.options().dtype(at::kLong));
-    return {zero, zero};
-  }
-  at::Tensor words = rng_state.view(at::kLong);
-  return {words.select(0, 0), words.select(0, 1)};
+// tensors (its fake kernel's, which compiled graphs check, alignment included:
+// Inductor asserts 16-byte aligned results). CUDA's flash attention keeps both
+// in one 2-element uint64 tensor: the pair is words 0 and 2 of a 4-word buffer,
+// written from it only where dropout draws (otherwise the backward reads neither).
+std::pair<at::Tensor, at::Tensor> split_rng_state(const at::Tensor& rng_state, double dropout_p) {
+  at::Tensor words = at::empty({2, 2}, rng_state.options().dtype(at::kLong));
+  if (dropout_p > 0 && rng_state.numel() == 2)
+    words.select(1, 0).copy_(rng_state.view(at::kLong));
+  else
+    words.zero_();
+  return {words.select(1, 0).select(0, 0), words.select(1, 0).select(0, 1)};
 }
 
-at::Tensor join_rng_state(const at::Tensor& seed, const at::Tensor& offset) {
-  if (seed.dim() == 0 && offset.dim() == 0 && seed.scalar_type() == at::kLong &&
-      offset.scalar_type() == at::kLong && seed.is_alias_of(offset) &&
-      offset.storage_offset() == seed.storage_offset() + 1)
-    return seed.as_strided({2}, {1}).view(at::kUInt64);
+// The 2-word state flash's backward reads, from the pair split_rng_state made (or any pair).
+at::Tensor join_rng_state(const at::Tensor& seed, const at::Tensor& offset, double dropout_p) {
+  const bool split_pair = seed.dim() == 0 && offset.dim() == 0 && seed.scalar_type() == at::kLong &&
+                          offset.scalar_type() == at::kLong && seed.is_alias_of(offset) &&
+                          offset.storage_offset() == seed.storage_offset() + 2;
+  if (split_pair && dropout_p == 0) return seed.as_strided({2}, {1}).view(at::kUInt64);  // (not read)
+  if (split_pair) return seed.as_strided({2}, {2}).contiguous().view(at::kUInt64);
   return at::stack({seed.reshape({}).to(at::kLong), offset.reshape({}).to(at::kLong)}).view(at::kUInt64);
 }
 
@@ -128,7 +131,7 @@ AttentionResult fused_attention(const at::Tensor& q, const at::Tensor& k, const 
     auto [out, lse, cum_q, cum_k, max_q, max_k, rng_state, unused, debug] =
         at::_scaled_dot_product_flash_attention(padded_heads(q), padded_heads(k), padded_heads(v), dropout_p,
                                                 is_causal, return_debug_mask, real_scale(q, scale));
-    auto [seed, offset] = split_rng_state(rng_state);
+    auto [seed, offset] = split_rng_state(rng_state, dropout_p);
     return {unpadded_as(q, out), lse, cum_q, cum_k, max_q, max_k, seed, offset, debug};
   }
   // The host: the CPU's flash attention (it takes a mask and no dropout).
@@ -149,7 +152,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
   if (kernel_device_is_cuda()) {
     std::tie(gq, gk, gv) = at::_scaled_dot_product_flash_attention_backward(
         padded_heads(grad_out), padded_heads(q), padded_heads(k), padded_heads(v), padded_heads(out), lse, cum_q,
-        cum_k, max_q, max_k, dropout_p, is_causal, join_rng_state(seed, offset), offset, real_scale(q, scale));
+        cum_k, max_q, max_k, dropout_p, is_causal, join_rng_state(seed, offset, dropout_p), offset, real_scale(q, scale));
     gq = unpadded_as(q, gq);
     gk = unpadded_as(k, gk);
     gv = unpadded_as(v, gv);
