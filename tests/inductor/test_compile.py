@@ -308,8 +308,9 @@ def test_attention_without_dropout_draws_nothing():
 def test_flash_attention_through_overrideable_trains_under_compile(device):
     # The overrideable attention op (musa's flash attention on the GPU, chosen by
     # F.scaled_dot_product_attention there; called as the op on the host, whose SDPA keeps the
-    # CPU's variant) has no kernel-device kernel: it runs on musa inside a kernel-device graph,
-    # in both directions, with the eager results.
+    # CPU's variant) has no kernel-device kernel. On the host it runs on musa inside a
+    # kernel-device graph, in both directions; on the GPU its graphs keep musa's Triton path.
+    # Either way the results are eager's.
     dtype = torch.float16 if ON_GPU else torch.float32
     q, k, v = (torch.randn(2, 2, 16, 32, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
     overrideable = torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default
@@ -329,10 +330,12 @@ def test_flash_attention_through_overrideable_trains_under_compile(device):
     for got, want in zip(compiled, eager):
         torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
     assert len(codes) == 2 and all("_scaled_dot_product_fused_attention_overrideable" in c for c in codes)
-    # both graphs compiled as kernel-device graphs: their results are handed over to musa
-    assert all("_from_kernel_device(" in c.split("return (")[-1] for c in codes)
     if ON_GPU:
-        assert all("_KernelRegion" in c for c in codes)
+        # musa's Triton path: inside a CUDA graph the op's results read wrong (kernel_device_pass)
+        assert not any("_KernelRegion" in c for c in codes)
+    else:
+        # both graphs compiled as kernel-device graphs: their results are handed over to musa
+        assert all("_from_kernel_device(" in c.split("return (")[-1] for c in codes)
 
 
 def test_aot_graphs_call_cuda_flash_attention_for_the_overrideable_op():

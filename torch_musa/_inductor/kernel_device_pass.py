@@ -21,8 +21,8 @@ buffers. This post-grad pass (Inductor's per-device custom pass) turns the graph
   Inductor's own ``rand``-likes read its seeds, which stay on musa too) run on musa, through
   the op layer: on the kernel device they would draw from the CPU's or CUDA's generator, and
   compiled code must follow ``torch.musa.manual_seed`` as eager does.
-* fused attention through torch's "overrideable" backend (musa's flash attention on the cuda
-  driver) runs on musa too, the same way: the kernel device has no kernel for that op.
+* fused attention through torch's "overrideable" backend runs on musa too, the same way: the
+  kernel device has no kernel for that op (on the host; on the GPU its graphs keep musa's path).
 
 Everything between is Inductor's own pipeline for that device, untouched: fusion, kernels,
 the FX graph and kernel caches. On the cuda driver the generated wrapper runs the graph's
@@ -30,7 +30,8 @@ device code inside kernel regions (``torch_musa._C._KernelRegion``, written by
 :mod:`.backend` as the device guard): the current musa stream is CUDA's current stream there
 and CUDA allocations come from musa memory, as for one delegated op. Graphs that need musa's
 own paths keep them (:func:`gpu_skip_reason`): ``reduce-overhead`` (musa graph trees),
-AOTInductor, collectives, ops with no CUDA kernel, attention with dropout (forward and backward).
+AOTInductor, collectives, ops with no CUDA kernel, musa's flash attention (the overrideable op),
+attention with dropout (forward and backward).
 """
 from __future__ import annotations
 
@@ -173,12 +174,15 @@ def gpu_skip_reason(gm: torch.fx.GraphModule) -> Optional[str]:
                 continue
             if target.namespace in _COLLECTIVE_NAMESPACES:
                 return f"collective {target}: mccl serves musa tensors"
+            if target in _OVERRIDEABLE_ATTENTION:
+                # Run on musa inside a CUDA graph, its results read wrong on the H100
+                # (2026-12-05; with and without dropout); on musa's path they equal eager's.
+                return f"{target}: musa's flash attention op, kept on musa's path on the GPU"
             if _attention_with_dropout(node):
                 # Forward and backward: the random state the forward returns (philox seed and
                 # offset) is a CPU tensor at run time where fake tensors say musa. Left on musa
                 # inside a CUDA graph, the forward's results read NaN on the H200 (2026-12-05);
                 # on musa's path, where both graphs keep every tensor musa, they equal eager's.
-                # (The overrideable op's state is musa tensors; not tried inside a CUDA graph yet.)
                 return f"attention with dropout {target}: its random state crosses graphs"
             if stays_on_musa(node):
                 continue  # runs on musa (the pass's step 3)
