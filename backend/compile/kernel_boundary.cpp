@@ -55,6 +55,19 @@ at::Tensor from_kernel_device(const at::Tensor& t, c10::Device device) {
 
 namespace {
 
+// A musa tensor for a musa op inside the region, over a kernel-device value the region may
+// read again: it holds that value's storage, block and all (from_kernel_device hands a lent
+// block over to its result, which would leave the kernel-device tensor pointing at memory
+// freed with the musa one). By index: AOTInductor's proxy executor calls it too.
+at::Tensor borrow_from_kernel_device(const at::Tensor& t, int64_t index) {
+  const c10::Device device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index));
+  if (const c10::Storage* musa = held_by_owning_alias(t.storage());
+      musa != nullptr && musa->device().type() == c10::DeviceType::PrivateUse1)
+    return tensor_over(*musa, t, kMusaKey);
+  return tensor_over(owning_alias(t.storage(), device, c10::GetAllocator(c10::DeviceType::PrivateUse1)), t,
+                     kMusaKey);
+}
+
 // AOTInductor's proxy executor replaces every Device argument with the model's
 // device (a kernel device there), so compiled packages name the musa device by index.
 at::Tensor from_kernel_device_index(const at::Tensor& t, int64_t index) {
@@ -74,6 +87,7 @@ TORCH_LIBRARY(torch_musa, m) {
   m.def("to_kernel_device(Tensor(a) self) -> Tensor(a)");
   m.def("from_kernel_device(Tensor(a) self, Device device) -> Tensor(a)");
   m.def("from_kernel_device.index(Tensor(a) self, int index) -> Tensor(a)");
+  m.def("borrow_from_kernel_device(Tensor(a) self, int index) -> Tensor(a)");
   m.def("copy_from_kernel_device_(Tensor(a!) self, Tensor src) -> ()");
 }
 
@@ -85,6 +99,7 @@ TORCH_LIBRARY_IMPL(torch_musa, PrivateUse1, m) {
 TORCH_LIBRARY_IMPL(torch_musa, CPU, m) {
   m.impl("from_kernel_device", &from_kernel_device);
   m.impl("from_kernel_device.index", &from_kernel_device_index);
+  m.impl("borrow_from_kernel_device", &borrow_from_kernel_device);
 }
 
 // The cuda driver's kernel device: compiled CUDA graphs and AOTInductor's CUDA models hand their
@@ -92,6 +107,7 @@ TORCH_LIBRARY_IMPL(torch_musa, CPU, m) {
 TORCH_LIBRARY_IMPL(torch_musa, CUDA, m) {
   m.impl("from_kernel_device", &from_kernel_device);
   m.impl("from_kernel_device.index", &from_kernel_device_index);
+  m.impl("borrow_from_kernel_device", &borrow_from_kernel_device);
 }
 
 }  // namespace torch_musa

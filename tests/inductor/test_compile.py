@@ -471,3 +471,18 @@ def test_boundary_functions_check_their_arguments(device):
         torch.musa._C._from_kernel_device(k, "musa")
     with pytest.raises(TypeError, match="takes 2 arguments"):
         torch.musa._C._copy_from_kernel_device_(x)
+
+
+def test_a_musa_op_inside_a_region_leaves_the_values_it_reads_valid(device):
+    # Inside a compiled region, a musa op (a random draw, musa's flash attention) reads the
+    # region's buffers as musa tensors that hold them: once that musa tensor is gone, the
+    # buffer is still the graph's to read, not memory the next musa allocation reuses.
+    index = torch.device(device).index or 0
+    kernel_device = torch.musa._C._to_kernel_device(torch.empty(1, device=device)).device
+    with torch.musa._C._KernelRegion(index):
+        buf = torch.full((1024,), 7.0, device=kernel_device)  # lent from musa memory
+        musa = torch.ops.torch_musa.borrow_from_kernel_device(buf, index)
+        assert musa.device == torch.device(device) and musa.data_ptr() == buf.data_ptr()
+        del musa
+        torch.full((1024,), 3.0, device=device)
+        assert bool((buf == 7).all())

@@ -114,6 +114,11 @@ def _from_kernel_device_index_fake(x, index):
     return _over_same_memory(x, torch.device(_MUSA, index))
 
 
+@torch.library.register_fake("torch_musa::borrow_from_kernel_device")
+def _borrow_from_kernel_device_fake(x, index):
+    return _over_same_memory(x, torch.device(_MUSA, index))
+
+
 @torch.library.register_fake("torch_musa::copy_from_kernel_device_")
 def _copy_from_kernel_device_fake(x, src):
     return None
@@ -421,7 +426,7 @@ def _strip_boundary(graph: torch.fx.Graph) -> None:
         if node.op != "call_function":
             continue
         if node.target in (_ops.to_kernel_device.default, _ops.from_kernel_device.default,
-                           _ops.from_kernel_device.index):
+                           _ops.from_kernel_device.index, _ops.borrow_from_kernel_device.default):
             node.replace_all_uses_with(node.args[0])
             graph.erase_node(node)
         elif node.target is _ops.copy_from_kernel_device_.default:
@@ -476,7 +481,8 @@ def _move_node_to_kernel_device(node: torch.fx.Node, kd_fake) -> None:
 
 def _musa_args(graph: torch.fx.Graph, node: torch.fx.Node, originals: dict) -> None:
     """Gives ``node`` musa tensors for the musa values it reads: a graph input itself, any
-    other value as a musa tensor over its kernel-device memory."""
+    other value as a musa tensor over its kernel-device memory, which holds that memory (the
+    graph may read the value again after ``node``)."""
     made = {}
 
     def musa(a: Any) -> Any:
@@ -488,7 +494,7 @@ def _musa_args(graph: torch.fx.Graph, node: torch.fx.Node, originals: dict) -> N
             return a
         if a not in made:
             with graph.inserting_before(node):
-                made[a] = graph.call_function(*_from_kernel_device_call(a, originals[a].device))
+                made[a] = graph.call_function(_ops.borrow_from_kernel_device.default, (a, originals[a].device.index))
             made[a].meta["val"] = originals[a]
         return made[a]
 

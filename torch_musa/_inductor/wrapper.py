@@ -52,7 +52,8 @@ _DIRECT_BOUNDARY = {
 #: buffer), and each assert is a C++ call that builds a std::stringstream: about 6k instructions
 #: per tensor per graph call on the host, the largest part of the boundary's cost.
 _UNASSERTED = ("torch.ops.torch_musa.to_kernel_device.default", "torch.ops.torch_musa.from_kernel_device.default",
-               "torch.ops.torch_musa.from_kernel_device.index")
+               "torch.ops.torch_musa.from_kernel_device.index",
+               "torch.ops.torch_musa.borrow_from_kernel_device.default")
 _UNASSERTED_LINE_ENDS = tuple(f"{name!r})" for name in _UNASSERTED)
 _BOUNDARY_OUT = _DIRECT_BOUNDARY["torch.ops.torch_musa.from_kernel_device.default"]
 #: Generated code names musa devices through prebuilt objects (``torch.musa._inductor.DEVICES[i]``):
