@@ -30,27 +30,37 @@ at::Tensor to_kernel_device(const at::Tensor& musa) {
                      kd.dispatch_key());
 }
 
-at::Tensor from_kernel_device(const at::Tensor& t, c10::Device device) {
-  TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1 && device.has_index(),
-              "torch_musa::from_kernel_device needs a musa device with an index, got ", device);
-  // A result that is (a view of) a region input goes back to that input's storage.
+namespace {
+
+// A musa tensor over a kernel-device tensor's memory that holds that memory: a (view of a)
+// region input's own musa storage, else an alias owning the kernel-device storage, that
+// may grow (resize_, out=) like any other.
+at::Tensor musa_tensor_holding(const at::Tensor& t, c10::Device device) {
   if (const c10::Storage* musa = held_by_owning_alias(t.storage());
       musa != nullptr && musa->device().type() == c10::DeviceType::PrivateUse1)
     return tensor_over(*musa, t, kMusaKey);
-  c10::Allocator* musa_allocator = c10::GetAllocator(c10::DeviceType::PrivateUse1);
+  return tensor_over(owning_alias(t.storage(), device, c10::GetAllocator(c10::DeviceType::PrivateUse1)), t,
+                     kMusaKey);
+}
+
+}  // namespace
+
+at::Tensor from_kernel_device(const at::Tensor& t, c10::Device device) {
+  TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1 && device.has_index(),
+              "torch_musa::from_kernel_device needs a musa device with an index, got ", device);
   // Fresh memory the region lent from musa (cuda driver): the musa block itself, owned by the
   // result as any musa allocation is (so record_stream and the allocator's stream rules apply).
   // Only a storage nothing else holds; the kernel-device tensor keeps a non-owning view.
-  if (t.storage().use_count() == 1) {
+  if (held_by_owning_alias(t.storage()) == nullptr && t.storage().use_count() == 1) {
     c10::StorageImpl& impl = *t.storage().unsafeGetStorageImpl();
     if (c10::DataPtr block = take_lent_block(kernel_device(), impl, device.index()); block.get() != nullptr) {
       c10::Storage musa(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), impl.nbytes(),
-                                                             std::move(block), musa_allocator, true));
+                                                             std::move(block),
+                                                             c10::GetAllocator(c10::DeviceType::PrivateUse1), true));
       return tensor_over(std::move(musa), t, kMusaKey);
     }
   }
-  // Other kernel-device memory: a musa tensor holding it, that may grow (resize_, out=) like any other.
-  return tensor_over(owning_alias(t.storage(), device, musa_allocator), t, kMusaKey);
+  return musa_tensor_holding(t, device);
 }
 
 namespace {
@@ -60,12 +70,7 @@ namespace {
 // block over to its result, which would leave the kernel-device tensor pointing at memory
 // freed with the musa one). By index: AOTInductor's proxy executor calls it too.
 at::Tensor borrow_from_kernel_device(const at::Tensor& t, int64_t index) {
-  const c10::Device device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index));
-  if (const c10::Storage* musa = held_by_owning_alias(t.storage());
-      musa != nullptr && musa->device().type() == c10::DeviceType::PrivateUse1)
-    return tensor_over(*musa, t, kMusaKey);
-  return tensor_over(owning_alias(t.storage(), device, c10::GetAllocator(c10::DeviceType::PrivateUse1)), t,
-                     kMusaKey);
+  return musa_tensor_holding(t, c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index)));
 }
 
 // AOTInductor's proxy executor replaces every Device argument with the model's
