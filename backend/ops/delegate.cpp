@@ -439,7 +439,12 @@ void delegate_structured_ops() {
       // Ops of the common shapes (tensors and scalars; in place only when
       // pointwise) take the unboxed fast path (not composites: those
       // decompose above the backend, autograd included).
-      if (device_kernel && !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
+      // (Foreach ops have no CPU kernel: the CPU runs torch's per-tensor composite. Delegating the
+      // whole call runs it on the aliases, one delegation instead of one per tensor.)
+      const bool foreach_composite = name.name.rfind("aten::_foreach_", 0) == 0 &&
+                                     op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
+      if ((device_kernel || foreach_composite) &&
+          !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
           op_layer::delegate_unboxed(*lib, *op, qualified))
         continue;
       if (!structured && !device_specific) continue;

@@ -310,6 +310,31 @@ std::string shape_of(const c10::FunctionSchema& schema) {
   return code + (ret_written ? ":W" : ":T");
 }
 
+// One letter per argument of an in-place list op that returns nothing: L tensor list (only the
+// first one written), S scalar, Q scalar list; "" for any other op (functional and out= forms
+// may resize what they write, and other argument kinds go boxed).
+std::string list_shape_of(const c10::FunctionSchema& schema) {
+  if (!schema.returns().empty()) return "";
+  std::string code;
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::TypePtr& type = args[i].type();
+    const bool written = args[i].alias_info() && args[i].alias_info()->isWrite();
+    if (written != (i == 0)) return "";
+    if (type->kind() == c10::TypeKind::NumberType) {
+      code += 'S';
+    } else if (type->kind() == c10::TypeKind::ListType) {
+      const c10::TypeKind element = type->castRaw<c10::ListType>()->getElementType()->kind();
+      if (element == c10::TypeKind::TensorType) code += 'L';
+      else if (element == c10::TypeKind::NumberType) code += 'Q';
+      else return "";
+    } else {
+      return "";
+    }
+  }
+  return code.empty() || code[0] != 'L' ? "" : code;
+}
+
 // Registers the fast path with the C++ signature FuncType; false (nothing
 // registered) if the op's registered signature disagrees after all.
 template <class FuncType>
@@ -327,6 +352,7 @@ using W = at::Tensor&;
 using S = const c10::Scalar&;
 using L = at::TensorList;
 using OT = const std::optional<at::Tensor>&;
+using Q = at::ArrayRef<at::Scalar>;
 
 }  // namespace
 
@@ -339,7 +365,18 @@ bool delegate_unboxed(torch::Library& lib, const c10::OperatorHandle& op, const 
   if ((name == "aten::_fused_adamw_" || name == "aten::_fused_adam_") && overload.empty())
     return register_as<void(L, L, L, L, L, L, double, double, double, double, double, bool, bool, OT, OT)>(
         lib, op, qualified);
-  if (name == "aten::_foreach_add_" && overload == "Scalar") return register_as<void(L, S)>(lib, op, qualified);
+  // In-place foreach ops (an optimizer's other steps: lerp_, mul_, addcmul_, div_...), which the
+  // list alias cache serves like the fused steps.
+  const std::string lists = list_shape_of(op.schema());
+  if (lists == "L") return register_as<void(L)>(lib, op, qualified);
+  if (lists == "LS") return register_as<void(L, S)>(lib, op, qualified);
+  if (lists == "LQ") return register_as<void(L, Q)>(lib, op, qualified);
+  if (lists == "LL") return register_as<void(L, L)>(lib, op, qualified);
+  if (lists == "LLS") return register_as<void(L, L, S)>(lib, op, qualified);
+  if (lists == "LLQ") return register_as<void(L, L, Q)>(lib, op, qualified);
+  if (lists == "LLL") return register_as<void(L, L, L)>(lib, op, qualified);
+  if (lists == "LLLS") return register_as<void(L, L, L, S)>(lib, op, qualified);
+  if (lists == "LLLQ") return register_as<void(L, L, L, Q)>(lib, op, qualified);
   const std::string shape = shape_of(op.schema());
   if (shape.empty()) return false;
   // Functional ops never touch their arguments. In-place ones are taken only

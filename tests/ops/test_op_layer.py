@@ -176,6 +176,37 @@ def test_long_tensor_lists_with_shared_storages_and_repeats_match_cpu():
         torch.testing.assert_close(a.cpu(), b)
 
 
+def test_in_place_foreach_calls_are_delegated_whole_and_follow_changing_lists():
+    # An in-place foreach call is one delegation (its kernel-device aliases kept from the call
+    # before, as an optimizer passes the same lists every step), not one per tensor. The kept
+    # aliases must follow lists whose elements change between calls: a gradient replaced by a
+    # new tensor, an element of another size at the same place, a shorter list.
+    g = torch.Generator().manual_seed(7)
+    sizes = [(4, 3), (5,), (2, 2, 2), (7,)]
+    p_c = [torch.randn(s, generator=g) for s in sizes]
+    p_m = [t.musa() for t in p_c]
+    for step in range(4):
+        if step == 2:  # the third element becomes another tensor of another size
+            p_c[2] = torch.randn(3, 3, generator=g)
+            p_m[2] = p_c[2].musa()
+        lists_c = p_c if step < 3 else p_c[:3]
+        lists_m = p_m if step < 3 else p_m[:3]
+        g_c = [torch.randn(t.shape, generator=g) for t in lists_c]  # new gradients every step
+        g_m = [t.musa() for t in g_c]
+        scal = [0.5 + i for i in range(len(lists_c))]
+        for ps, gs in ((lists_c, g_c), (lists_m, g_m)):
+            before = torch.musa.ops.delegated_op_count()
+            torch._foreach_mul_(ps, 0.99)
+            torch._foreach_lerp_(ps, gs, 0.1)
+            torch._foreach_addcmul_(ps, gs, gs, value=0.01)
+            torch._foreach_div_(ps, scal)
+            torch._foreach_add_(ps, gs, alpha=-0.5)
+            if ps is lists_m:
+                assert torch.musa.ops.delegated_op_count() - before == 5
+        for a, b in zip(p_m, p_c):
+            torch.testing.assert_close(a.cpu(), b)
+
+
 def test_lent_block_freed_by_another_thread_is_freed_when_the_op_ends():
     # (review finding) a block the kernel device borrowed on one thread and
     # dropped on another while the op runs: neither the wrong deleter nor a leak
