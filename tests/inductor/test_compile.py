@@ -299,7 +299,7 @@ def test_attention_without_dropout_draws_nothing():
              graph.call_function(flash, (q, k, v, 0.1)), graph.call_function(torch.ops.aten.randperm.default, (4,)),
              graph.call_function(torch.ops.aten.mm.default, (q, k))]
     assert [draws_random_numbers(n) for n in nodes] == [False, False, False, True, True, False]
-    # With dropout, the graphs of both directions keep musa's path on a GPU (see below).
+    # With dropout, efficient attention's graphs (both directions) keep musa's path on a GPU.
     backward = torch.ops.aten._scaled_dot_product_flash_attention_backward.default
     grads = [graph.call_function(backward, (q, q, k, v, q, q, None, None, 8, 8, p, True, q, q)) for p in (0.0, 0.1)]
     assert [_attention_with_dropout(n) for n in nodes + grads] == [False, False, False, True, False, False, False, True]
@@ -308,9 +308,9 @@ def test_attention_without_dropout_draws_nothing():
 def test_flash_attention_through_overrideable_trains_under_compile(device):
     # The overrideable attention op (musa's flash attention on the GPU, chosen by
     # F.scaled_dot_product_attention there; called as the op on the host, whose SDPA keeps the
-    # CPU's variant) has no kernel-device kernel. On the host it runs on musa inside a
-    # kernel-device graph, in both directions; on the GPU its graphs keep musa's Triton path.
-    # Either way the results are eager's.
+    # CPU's variant) has no kernel-device kernel: it runs on musa inside a kernel-device graph
+    # (CUDA or CPU), in both directions, reading the region's buffers it borrows. The results
+    # are eager's.
     dtype = torch.float16 if ON_GPU else torch.float32
     q, k, v = (torch.randn(2, 2, 16, 32, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
     overrideable = torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default
@@ -330,12 +330,8 @@ def test_flash_attention_through_overrideable_trains_under_compile(device):
     for got, want in zip(compiled, eager):
         torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
     assert len(codes) == 2 and all("_scaled_dot_product_fused_attention_overrideable" in c for c in codes)
-    if ON_GPU:
-        # musa's Triton path: inside a CUDA graph the op's results read wrong (kernel_device_pass)
-        assert not any("_KernelRegion" in c for c in codes)
-    else:
-        # both graphs compiled as kernel-device graphs: their results are handed over to musa
-        assert all("_from_kernel_device(" in c.split("return (")[-1] for c in codes)
+    # both graphs compiled as kernel-device graphs: their results are handed over to musa
+    assert all("_from_kernel_device(" in c.split("return (")[-1] for c in codes)
 
 
 def test_aot_graphs_call_cuda_flash_attention_for_the_overrideable_op():
@@ -380,8 +376,8 @@ def test_aot_graphs_call_cuda_flash_attention_for_the_overrideable_op():
 def test_attention_with_dropout_trains_under_compile(device):
     # GPUs keep fused attention with dropout as one seeded call (its backward replays the
     # forward's draws from the random state it returns): on musa it draws as eager does, so the
-    # compiled step equals eager's there (both graphs keep musa's Triton path). Asked for flash
-    # attention, that call is musa's overrideable op. The host's attention decomposes into
+    # compiled step equals eager's there (the call stays on musa inside both CUDA graphs). Asked
+    # for flash attention, that call is musa's overrideable op. The host's attention decomposes into
     # Inductor's own dropout: the same musa seed gives the same step.
     dtype = torch.float16 if ON_GPU else torch.float32  # (CUDA's flash attention takes half precision)
     q, k, v = (torch.randn(2, 2, 16, 32, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
@@ -404,6 +400,7 @@ def test_attention_with_dropout_trains_under_compile(device):
     assert len(codes) == 2  # forward and backward
     if ON_GPU:
         assert all("_scaled_dot_product_fused_attention_overrideable" in c for c in codes)
+        assert all("_KernelRegion" in c for c in codes)
 
 
 def test_compiled_optimizer_step_matches_eager(device):

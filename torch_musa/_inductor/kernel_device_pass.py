@@ -136,6 +136,13 @@ def _kernel_device_arg(a: Any) -> Any:
 _OVERRIDEABLE_ATTENTION = (torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default,
                            torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward.default)
 _FLASH_ATTENTION = torch.ops.aten._scaled_dot_product_flash_attention.default
+#: Attention whose dropout runs on musa inside a CUDA graph with eager's results (H100, 2026-12-05,
+#: forward and backward, once the region lent its buffers to musa ops by borrowing them). The
+#: memory-efficient kernel is not among them: its random state is a CPU tensor at run time where
+#: fake tensors say musa, so its graphs keep musa's path.
+_DROPOUT_IN_CUDA_GRAPHS = _OVERRIDEABLE_ATTENTION + (
+    torch.ops.aten._scaled_dot_product_cudnn_attention.default,
+    torch.ops.aten._scaled_dot_product_cudnn_attention_backward.default)
 
 #: Inductor's seeds come from the musa generator (torch.musa.manual_seed governs compiled
 #: dropout, as torch.cuda's does).
@@ -179,15 +186,10 @@ def gpu_skip_reason(gm: torch.fx.GraphModule) -> Optional[str]:
                 continue
             if target.namespace in _COLLECTIVE_NAMESPACES:
                 return f"collective {target}: mccl serves musa tensors"
-            if target in _OVERRIDEABLE_ATTENTION:
-                # Run on musa inside a CUDA graph, its results read wrong on the H100
-                # (2026-12-05; with and without dropout); on musa's path they equal eager's.
-                return f"{target}: musa's flash attention op, kept on musa's path on the GPU"
-            if _attention_with_dropout(node):
+            if _attention_with_dropout(node) and target not in _DROPOUT_IN_CUDA_GRAPHS:
                 # Forward and backward: the random state the forward returns (philox seed and
-                # offset) is a CPU tensor at run time where fake tensors say musa. Left on musa
-                # inside a CUDA graph, the forward's results read NaN on the H200 (2026-12-05);
-                # on musa's path, where both graphs keep every tensor musa, they equal eager's.
+                # offset) is a CPU tensor at run time where fake tensors say musa. On musa's
+                # path, where both graphs keep every tensor musa, results equal eager's.
                 return f"attention with dropout {target}: its random state crosses graphs"
             if stays_on_musa(node):
                 continue  # runs on musa (the pass's step 3)
