@@ -63,3 +63,16 @@ def check_fwd_bwd(fused, reference, inputs, dtype, device="musa", grad_of=None):
         assert g is not None and g.device.type == torch.device(device).type and g.dtype == dtype
         gs = g_ref.abs().max().clamp(min=1)
         torch.testing.assert_close(g.cpu().double(), g_ref, atol=atol * gs * 2, rtol=rtol * 2)
+
+
+def ops_outside_fused_ops(fn):
+    """Names of the ops fn runs (under the profiler) that no musa_fused op called: those the
+    autograd engine runs itself, such as zeros made for a gradient nobody passed."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn()
+
+    def inside_fused(e):
+        while e is not None and not e.name.startswith("musa_fused::"):
+            e = e.cpu_parent
+        return e is not None
+    return {e.name for e in prof.events() if e.name.startswith("aten::") and not inside_fused(e)}

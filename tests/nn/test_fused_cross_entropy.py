@@ -87,3 +87,17 @@ def test_the_op_reduces_itself_and_returns_the_mean_denominator(device):
     assert not outside & {"aten::sum", "aten::div", "aten::ne", "aten::_to_copy"}, outside
     with pytest.raises(ValueError, match="reduction must be 0 \\(none\\), 1 \\(mean\\) or 2 \\(sum\\)"):
         torch.ops.musa_fused._fused_cross_entropy_2d_forward(x.to(device), t.to(device), None, -100, 3)
+
+
+def test_backward_makes_no_gradient_for_lse_or_denom(device):
+    # Only the loss is differentiable: the engine passes no zeros for the two other outputs
+    # (each would be an allocation and a fill kernel every step), and the gradient is torch's.
+    x = torch.randn(M, C, device=device, requires_grad=True)
+    t = torch.randint(0, C, (M,), device=device)
+    loss = F.cross_entropy(x, t)
+    grad = torch.ones_like(loss)  # (made outside: the engine would fill one)
+    assert not ref.ops_outside_fused_ops(lambda: loss.backward(grad)) & {"aten::zeros", "aten::zeros_like",
+                                                                         "aten::fill_", "aten::zero_"}
+    xc = x.detach().cpu().requires_grad_()
+    F.cross_entropy(xc, t.cpu()).backward()
+    torch.testing.assert_close(x.grad.cpu(), xc.grad)

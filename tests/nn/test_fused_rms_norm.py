@@ -42,6 +42,19 @@ def test_musa_takes_the_fused_path_and_cpu_does_not(device):
                                m.weight.cpu()))
 
 
+def test_backward_makes_no_gradient_for_invvar(device):
+    # invvar is not differentiable: the engine passes no zeros for it, and the gradient is torch's
+    m = torch.nn.RMSNorm(16, eps=1e-5).to(device)
+    x = torch.randn(4, 16, device=device, requires_grad=True)
+    out = m(x)
+    grad = torch.randn_like(out)
+    assert not ref.ops_outside_fused_ops(lambda: out.backward(grad)) & {"aten::zeros", "aten::zeros_like",
+                                                                        "aten::fill_", "aten::zero_"}
+    xc, mc = x.detach().cpu().requires_grad_(), torch.nn.RMSNorm(16, eps=1e-5)
+    mc(xc).backward(grad.cpu())
+    torch.testing.assert_close(x.grad.cpu(), xc.grad)
+
+
 def test_bad_inputs_name_the_problem(device):
     x = torch.randn(4, 16, device=device)
     with pytest.raises(ValueError, match="does not match the input's trailing"):
