@@ -22,7 +22,8 @@ buffers. This post-grad pass (Inductor's per-device custom pass) turns the graph
   the op layer: on the kernel device they would draw from the CPU's or CUDA's generator, and
   compiled code must follow ``torch.musa.manual_seed`` as eager does.
 * fused attention through torch's "overrideable" backend runs on musa too, the same way: the
-  kernel device has no kernel for that op (on the host; on the GPU its graphs keep musa's path).
+  kernel device has no kernel for that op. So does attention with dropout (its draws follow
+  musa's generator), reading the region's buffers it borrows.
 
 Everything between is Inductor's own pipeline for that device, untouched: fusion, kernels,
 the FX graph and kernel caches. On the cuda driver the generated wrapper runs the graph's
@@ -30,8 +31,8 @@ device code inside kernel regions (``torch_musa._C._KernelRegion``, written by
 :mod:`.backend` as the device guard): the current musa stream is CUDA's current stream there
 and CUDA allocations come from musa memory, as for one delegated op. Graphs that need musa's
 own paths keep them (:func:`gpu_skip_reason`): ``reduce-overhead`` (musa graph trees),
-AOTInductor, collectives, ops with no CUDA kernel, musa's flash attention (the overrideable op),
-attention with dropout (forward and backward).
+AOTInductor, collectives, ops with no CUDA kernel, and the memory-efficient kernel's attention
+with dropout (forward and backward: its random state is a CPU tensor at run time).
 """
 from __future__ import annotations
 
