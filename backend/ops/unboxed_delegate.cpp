@@ -84,7 +84,12 @@ class UnboxedDelegate<Ret(Args...)> {
   static constexpr bool kVoid = std::is_void_v<Ret>;
 
  public:
-  explicit UnboxedDelegate(const c10::OperatorHandle& op) : op_(op), typed_(op.typed<Ret(Args...)>()) {}
+  explicit UnboxedDelegate(const c10::OperatorHandle& op)
+      : op_(op),
+        typed_(op.typed<Ret(Args...)>()),
+        // (the foreach ops: their CPU kernel is torch's per-tensor composite)
+        per_tensor_composite_(op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
+                              !op.hasKernelForDispatchKey(c10::DispatchKey::CPU)) {}
 
   template <class T>
   static bool is_zero_tensor(const T& a) {
@@ -117,6 +122,12 @@ class UnboxedDelegate<Ret(Args...)> {
           } catch (const c10::Error& err) {
             return widened_or_rethrown(err, ks, args...);  // as the general path
           }
+          return;
+        }
+        // Lists spanning devices (a cpu tensor among musa ones) run torch's per-tensor composite,
+        // as CUDA's foreach kernels fall back to it: each tensor's op runs on its own device.
+        if (per_tensor_composite_ && spans_devices(lists)) {
+          typed_.redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), args...);
           return;
         }
       }
@@ -193,6 +204,17 @@ class UnboxedDelegate<Ret(Args...)> {
     } else {
       return false;
     }
+  }
+
+  static bool spans_devices(const std::array<at::TensorList, kLists>& lists) {
+    const at::Tensor* first = nullptr;
+    for (const at::TensorList list : lists)
+      for (const at::Tensor& t : list) {
+        if (!t.defined()) continue;
+        if (first == nullptr) first = &t;
+        else if (t.device() != first->device()) return true;
+      }
+    return false;
   }
 
   template <class T>
@@ -282,6 +304,7 @@ class UnboxedDelegate<Ret(Args...)> {
 
   c10::OperatorHandle op_;
   c10::TypedOperatorHandle<Ret(Args...)> typed_;
+  bool per_tensor_composite_;
 };
 
 // One letter per argument: T tensor, W tensor written in place (self of an

@@ -205,6 +205,13 @@ def test_in_place_foreach_calls_are_delegated_whole_and_follow_changing_lists():
                 assert torch.musa.ops.delegated_op_count() - before == 5
         for a, b in zip(p_m, p_c):
             torch.testing.assert_close(a.cpu(), b)
+    # a list spanning devices takes torch's per-tensor path, as on cuda: each tensor on its own
+    mixed, ref = [p_m[0], p_c[1].clone()], [p_c[0].clone(), p_c[1].clone()]
+    torch._foreach_mul_(mixed, 3.0)
+    torch._foreach_mul_(ref, 3.0)
+    assert mixed[0].device.type == "musa" and mixed[1].device.type == "cpu"
+    for a, b in zip(mixed, ref):
+        torch.testing.assert_close(a.cpu(), b)
 
 
 def test_lent_block_freed_by_another_thread_is_freed_when_the_op_ends():
