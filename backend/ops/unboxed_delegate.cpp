@@ -1,7 +1,7 @@
 // The op layer's fast path for the commonest op shapes: ops taking tensors
 // and scalars (mul, add, where, addcmul, mm, addmm...), the in-place forms
-// of the pointwise ones, and the fused optimizer steps with the foreach op
-// they run beside (hundreds of tensors a call, in lists).
+// of the pointwise ones, and the fused optimizer steps with the foreach ops
+// they run beside (hundreds of tensors a call, in lists), in place or not.
 //
 // The boxed fallback pays for boxing: the dispatcher copies every argument
 // into a stack, and copying a musa tensor that has a Python object attaches
@@ -79,6 +79,8 @@ class UnboxedDelegate;
 template <class Ret, class... Args>
 class UnboxedDelegate<Ret(Args...)> {
   static constexpr bool kInPlace = std::is_same_v<Ret, at::Tensor&>;
+  // Functional list ops (_foreach_sqrt, _foreach_add.List...): a new tensor per list element.
+  static constexpr bool kList = std::is_same_v<Ret, std::vector<at::Tensor>>;
   // Ops returning nothing update their list arguments in place, without resizing them (the
   // foreach and fused-optimizer ops): their aliases and the musa tensors stay alike.
   static constexpr bool kVoid = std::is_void_v<Ret>;
@@ -132,6 +134,14 @@ class UnboxedDelegate<Ret(Args...)> {
         }
       }
     }
+    if constexpr (kList) {
+      // (as the in-place forms: a list spanning devices runs torch's per-tensor composite)
+      std::array<at::TensorList, kLists> lists;
+      size_t k = 0;
+      (collect_list(args, lists, k), ...);
+      if (per_tensor_composite_ && spans_devices(lists))
+        return typed_.redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), args...);
+    }
     Delegation call(op_, kd);
     const auto& schema_args = op_.schema().arguments();
     size_t i = 0;
@@ -141,7 +151,7 @@ class UnboxedDelegate<Ret(Args...)> {
     if (call.device < 0) call.device = current_device();
     std::tuple<typename Forwarded<Args>::type...> forwarded{forward_arg<Args>(call, args)...};
 
-    using Result = std::conditional_t<kVoid, bool, std::conditional_t<kInPlace, at::Tensor*, at::Tensor>>;
+    using Result = std::conditional_t<kVoid, bool, std::conditional_t<kInPlace, at::Tensor*, std::decay_t<Ret>>>;
     std::optional<Result> result;
     try {
       if constexpr (kVoid) {
@@ -173,6 +183,9 @@ class UnboxedDelegate<Ret(Args...)> {
       at::Tensor& self = first_arg(args...);
       call.sync_in_place(self);
       return self;
+    } else if constexpr (kList) {
+      for (at::Tensor& t : *result) t = call.result_to_musa(t);
+      return std::move(*result);
     } else {
       return call.result_to_musa(*result);
     }
@@ -297,6 +310,8 @@ class UnboxedDelegate<Ret(Args...)> {
       return;
     } else if constexpr (kInPlace) {
       return first_arg(args...);
+    } else if constexpr (kList) {
+      return std::move(stack.back()).toTensorVector();
     } else {
       return std::move(stack.back()).toTensor();
     }
@@ -333,17 +348,26 @@ std::string shape_of(const c10::FunctionSchema& schema) {
   return code + (ret_written ? ":W" : ":T");
 }
 
-// One letter per argument of an in-place list op that returns nothing: L tensor list (only the
-// first one written), S scalar, Q scalar list; "" for any other op (functional and out= forms
-// may resize what they write, and other argument kinds go boxed).
+bool returns_one_tensor_list(const c10::FunctionSchema& schema) {
+  const auto& rets = schema.returns();
+  if (rets.size() != 1 || rets[0].alias_info() || rets[0].type()->kind() != c10::TypeKind::ListType) return false;
+  return rets[0].type()->castRaw<c10::ListType>()->getElementType()->kind() == c10::TypeKind::TensorType;
+}
+
+// One letter per argument of a list op: L tensor list, S scalar, Q scalar list; "" for any
+// other op. In-place forms return nothing and write only their first list (out= forms may
+// resize what they write, and other argument kinds go boxed); functional forms write nothing
+// and return one new tensor list, their code ending in ">L".
 std::string list_shape_of(const c10::FunctionSchema& schema) {
-  if (!schema.returns().empty()) return "";
+  const bool functional = returns_one_tensor_list(schema);
+  if (!functional && !schema.returns().empty()) return "";
   std::string code;
   const auto& args = schema.arguments();
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::TypePtr& type = args[i].type();
     const bool written = args[i].alias_info() && args[i].alias_info()->isWrite();
-    if (written != (i == 0)) return "";
+    if (args[i].alias_info() && !written) return "";
+    if (written != (i == 0 && !functional)) return "";
     if (type->kind() == c10::TypeKind::NumberType) {
       code += 'S';
     } else if (type->kind() == c10::TypeKind::ListType) {
@@ -355,7 +379,8 @@ std::string list_shape_of(const c10::FunctionSchema& schema) {
       return "";
     }
   }
-  return code.empty() || code[0] != 'L' ? "" : code;
+  if (code.empty() || code[0] != 'L') return "";
+  return functional ? code + ">L" : code;
 }
 
 // Registers the fast path with the C++ signature FuncType; false (nothing
@@ -400,6 +425,17 @@ bool delegate_unboxed(torch::Library& lib, const c10::OperatorHandle& op, const 
   if (lists == "LLL") return register_as<void(L, L, L)>(lib, op, qualified);
   if (lists == "LLLS") return register_as<void(L, L, L, S)>(lib, op, qualified);
   if (lists == "LLLQ") return register_as<void(L, L, L, Q)>(lib, op, qualified);
+  // Their functional forms (Adam's _foreach_sqrt, clipping's _foreach_mul...).
+  using V = std::vector<at::Tensor>;
+  if (lists == "L>L") return register_as<V(L)>(lib, op, qualified);
+  if (lists == "LS>L") return register_as<V(L, S)>(lib, op, qualified);
+  if (lists == "LQ>L") return register_as<V(L, Q)>(lib, op, qualified);
+  if (lists == "LL>L") return register_as<V(L, L)>(lib, op, qualified);
+  if (lists == "LLS>L") return register_as<V(L, L, S)>(lib, op, qualified);
+  if (lists == "LLQ>L") return register_as<V(L, L, Q)>(lib, op, qualified);
+  if (lists == "LLL>L") return register_as<V(L, L, L)>(lib, op, qualified);
+  if (lists == "LLLS>L") return register_as<V(L, L, L, S)>(lib, op, qualified);
+  if (lists == "LLLQ>L") return register_as<V(L, L, L, Q)>(lib, op, qualified);
   const std::string shape = shape_of(op.schema());
   if (shape.empty()) return false;
   // Functional ops never touch their arguments. In-place ones are taken only

@@ -214,6 +214,35 @@ def test_in_place_foreach_calls_are_delegated_whole_and_follow_changing_lists():
         torch.testing.assert_close(a.cpu(), b)
 
 
+def test_functional_foreach_calls_are_delegated_whole():
+    # Adam's _foreach_sqrt, clipping's _foreach_mul...: one delegation per call, new musa tensors
+    # with the CPU's values; a list spanning devices still runs per tensor, as on cuda.
+    g = torch.Generator().manual_seed(3)
+    xs_c = [torch.rand(s, generator=g) + 0.5 for s in [(4, 3), (5,), (2, 2, 2)]]
+    ys_c = [torch.rand(t.shape, generator=g) for t in xs_c]
+    xs_m, ys_m = [t.musa() for t in xs_c], [t.musa() for t in ys_c]
+    calls = [lambda xs, ys: torch._foreach_sqrt(xs),
+             lambda xs, ys: torch._foreach_mul(xs, 0.5),
+             lambda xs, ys: torch._foreach_div(xs, [1.0, 2.0, 4.0]),
+             lambda xs, ys: torch._foreach_add(xs, ys, alpha=-2),
+             lambda xs, ys: torch._foreach_addcdiv(xs, ys, xs, value=0.25),
+             lambda xs, ys: torch._foreach_lerp(xs, ys, 0.3)]
+    for call in calls:
+        before = torch.musa.ops.delegated_op_count()
+        got = call(xs_m, ys_m)
+        assert torch.musa.ops.delegated_op_count() - before == 1
+        want = call(xs_c, ys_c)
+        assert all(t.device.type == "musa" for t in got)
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a.cpu(), b)
+        assert all(a.data_ptr() != x.data_ptr() for a, x in zip(got, xs_m))  # new tensors, inputs kept
+    for a, b in zip(xs_m, xs_c):
+        torch.testing.assert_close(a.cpu(), b)
+    mixed = torch._foreach_sqrt([xs_m[0], xs_c[1]])
+    assert [t.device.type for t in mixed] == ["musa", "cpu"]
+    torch.testing.assert_close(mixed[0].cpu(), xs_c[0].sqrt())
+
+
 def test_lent_block_freed_by_another_thread_is_freed_when_the_op_ends():
     # (review finding) a block the kernel device borrowed on one thread and
     # dropped on another while the op runs: neither the wrong deleter nor a leak
