@@ -153,14 +153,7 @@ class CudaDriver final : public Driver {
   }
 
   musaError_t setDevice(int dev) override {
-    // As torch.cuda's SetDevice: no cudaSetDevice when CUDA's current device already is `dev`
-    // (device guards restore their device on every exit, mostly the one still current).
-    int cur = -1;
-    if (cudaGetDevice(&cur) != cudaSuccess) {
-      (void)cudaGetLastError();
-      cur = -1;
-    }
-    if (cur != dev) CUDA_TRY(cudaSetDevice(dev), "cudaSetDevice", dev);
+    CUDA_TRY(cudaSetDevice(dev), "cudaSetDevice", dev);
     t_current = dev;
     return musaSuccess;
   }
