@@ -109,36 +109,29 @@ class UnboxedDelegate<Ret(Args...)> {
     note_delegated();
     routed_blocks::Hold hold_lent;  // the output is adopted below, from this thread's list
     KernelDevice& kd = kernel_device();
-    // List ops (optimizer steps): alias lists kept from the previous call (list_alias_cache.h).
-    if constexpr (kListCached) {
-      if (((!is_optional_tensor_v<Args> || !optional_defined(args)) && ...)) {
-        std::array<at::TensorList, kLists> lists;
-        size_t k = 0;
-        (collect_list(args, lists, k), ...);
-        if (ListAliasCache::Entry* e = list_alias_cache().refresh(&op_.schema(), lists)) {
-          EntryInUse in_use(*e);
-          size_t li = 0;
-          std::tuple<typename Cached<Args>::type...> cached{cached_arg<Args>(args, *e, li)...};
-          try {
-            launch(kd, e->device, cached);
-          } catch (const c10::Error& err) {
-            return widened_or_rethrown(err, ks, args...);  // as the general path
-          }
-          return;
-        }
-        // Lists spanning devices (a cpu tensor among musa ones) run torch's per-tensor composite,
-        // as CUDA's foreach kernels fall back to it: each tensor's op runs on its own device.
-        if (per_tensor_composite_ && spans_devices(lists)) {
-          typed_.redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), args...);
-          return;
-        }
-      }
-    }
-    if constexpr (kList) {
-      // (as the in-place forms: a list spanning devices runs torch's per-tensor composite)
+    if constexpr (kListCached || kList) {
       std::array<at::TensorList, kLists> lists;
       size_t k = 0;
       (collect_list(args, lists, k), ...);
+      // In-place list ops (optimizer steps): alias lists kept from the previous call
+      // (list_alias_cache.h).
+      if constexpr (kListCached) {
+        if (((!is_optional_tensor_v<Args> || !optional_defined(args)) && ...)) {
+          if (ListAliasCache::Entry* e = list_alias_cache().refresh(&op_.schema(), lists)) {
+            EntryInUse in_use(*e);
+            size_t li = 0;
+            std::tuple<typename Cached<Args>::type...> cached{cached_arg<Args>(args, *e, li)...};
+            try {
+              launch(kd, e->device, cached);
+            } catch (const c10::Error& err) {
+              return widened_or_rethrown(err, ks, args...);  // as the general path
+            }
+            return;
+          }
+        }
+      }
+      // Lists spanning devices (a cpu tensor among musa ones) run torch's per-tensor composite,
+      // as CUDA's foreach kernels fall back to it: each tensor's op runs on its own device.
       if (per_tensor_composite_ && spans_devices(lists))
         return typed_.redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU), args...);
     }
@@ -357,7 +350,7 @@ bool returns_one_tensor_list(const c10::FunctionSchema& schema) {
 // One letter per argument of a list op: L tensor list, S scalar, Q scalar list; "" for any
 // other op. In-place forms return nothing and write only their first list (out= forms may
 // resize what they write, and other argument kinds go boxed); functional forms write nothing
-// and return one new tensor list, their code ending in ">L".
+// and return one new tensor list (returns_one_tensor_list).
 std::string list_shape_of(const c10::FunctionSchema& schema) {
   const bool functional = returns_one_tensor_list(schema);
   if (!functional && !schema.returns().empty()) return "";
@@ -379,8 +372,7 @@ std::string list_shape_of(const c10::FunctionSchema& schema) {
       return "";
     }
   }
-  if (code.empty() || code[0] != 'L') return "";
-  return functional ? code + ">L" : code;
+  return code.empty() || code[0] != 'L' ? "" : code;
 }
 
 // Registers the fast path with the C++ signature FuncType; false (nothing
@@ -393,6 +385,14 @@ bool register_as(torch::Library& lib, const c10::OperatorHandle& op, const std::
   } catch (const std::exception&) {
     return false;
   }
+}
+
+// A list op's fast path: in place (returning nothing) or functional (returning a new list).
+template <class... A>
+bool register_list(torch::Library& lib, const c10::OperatorHandle& op, const std::string& qualified,
+                   bool functional) {
+  return functional ? register_as<std::vector<at::Tensor>(A...)>(lib, op, qualified)
+                    : register_as<void(A...)>(lib, op, qualified);
 }
 
 using T = const at::Tensor&;
@@ -414,28 +414,19 @@ bool delegate_unboxed(torch::Library& lib, const c10::OperatorHandle& op, const 
     return register_as<void(L, L, L, L, L, L, double, double, double, double, double, bool, bool, OT, OT)>(
         lib, op, qualified);
   // In-place foreach ops (an optimizer's other steps: lerp_, mul_, addcmul_, div_...), which the
-  // list alias cache serves like the fused steps.
+  // list alias cache serves like the fused steps, and their functional forms (Adam's
+  // _foreach_sqrt, clipping's _foreach_mul...).
   const std::string lists = list_shape_of(op.schema());
-  if (lists == "L") return register_as<void(L)>(lib, op, qualified);
-  if (lists == "LS") return register_as<void(L, S)>(lib, op, qualified);
-  if (lists == "LQ") return register_as<void(L, Q)>(lib, op, qualified);
-  if (lists == "LL") return register_as<void(L, L)>(lib, op, qualified);
-  if (lists == "LLS") return register_as<void(L, L, S)>(lib, op, qualified);
-  if (lists == "LLQ") return register_as<void(L, L, Q)>(lib, op, qualified);
-  if (lists == "LLL") return register_as<void(L, L, L)>(lib, op, qualified);
-  if (lists == "LLLS") return register_as<void(L, L, L, S)>(lib, op, qualified);
-  if (lists == "LLLQ") return register_as<void(L, L, L, Q)>(lib, op, qualified);
-  // Their functional forms (Adam's _foreach_sqrt, clipping's _foreach_mul...).
-  using V = std::vector<at::Tensor>;
-  if (lists == "L>L") return register_as<V(L)>(lib, op, qualified);
-  if (lists == "LS>L") return register_as<V(L, S)>(lib, op, qualified);
-  if (lists == "LQ>L") return register_as<V(L, Q)>(lib, op, qualified);
-  if (lists == "LL>L") return register_as<V(L, L)>(lib, op, qualified);
-  if (lists == "LLS>L") return register_as<V(L, L, S)>(lib, op, qualified);
-  if (lists == "LLQ>L") return register_as<V(L, L, Q)>(lib, op, qualified);
-  if (lists == "LLL>L") return register_as<V(L, L, L)>(lib, op, qualified);
-  if (lists == "LLLS>L") return register_as<V(L, L, L, S)>(lib, op, qualified);
-  if (lists == "LLLQ>L") return register_as<V(L, L, L, Q)>(lib, op, qualified);
+  const bool functional = returns_one_tensor_list(op.schema());
+  if (lists == "L") return register_list<L>(lib, op, qualified, functional);
+  if (lists == "LS") return register_list<L, S>(lib, op, qualified, functional);
+  if (lists == "LQ") return register_list<L, Q>(lib, op, qualified, functional);
+  if (lists == "LL") return register_list<L, L>(lib, op, qualified, functional);
+  if (lists == "LLS") return register_list<L, L, S>(lib, op, qualified, functional);
+  if (lists == "LLQ") return register_list<L, L, Q>(lib, op, qualified, functional);
+  if (lists == "LLL") return register_list<L, L, L>(lib, op, qualified, functional);
+  if (lists == "LLLS") return register_list<L, L, L, S>(lib, op, qualified, functional);
+  if (lists == "LLLQ") return register_list<L, L, L, Q>(lib, op, qualified, functional);
   const std::string shape = shape_of(op.schema());
   if (shape.empty()) return false;
   // Functional ops never touch their arguments. In-place ones are taken only
