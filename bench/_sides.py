@@ -6,6 +6,7 @@ The child prints its result as JSON on its last line.
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -16,8 +17,27 @@ def run_side(script, side, argv, musa_driver=None, timeout=None):
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     elif musa_driver:
         env.setdefault("TORCH_MUSA_DRIVER", musa_driver)
-    child = subprocess.run([sys.executable, script, "--side", side] + list(argv), env=env,
+    # -X faulthandler: a side that dies of a signal (a crash in native code) prints where it was
+    child = subprocess.run([sys.executable, "-X", "faulthandler", script, "--side", side] + list(argv), env=env,
                            capture_output=True, text=True, timeout=timeout)
     if child.returncode != 0:
-        sys.exit(f"{side} side failed:\n{child.stderr[-3000:]}")
+        sys.exit(f"{side} side failed{_died_of(child.returncode, child.stderr)}:\n{child.stderr[-3000:]}")
     return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def _died_of(returncode, stderr):
+    """' (killed by SIGSEGV in file:line function)' for a child a signal ended, else ''."""
+    if returncode >= 0:
+        return ""
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    # faulthandler's traceback of the crashing thread: its first "File ..." line is the innermost frame
+    lines = stderr.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(("Current thread", "Fatal Python error")):
+            frames = [ln.strip() for ln in lines[i + 1:] if ln.strip().startswith("File ")]
+            if frames:
+                return f" (killed by {name} in {frames[0][5:]})"
+    return f" (killed by {name})"

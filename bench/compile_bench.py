@@ -250,7 +250,9 @@ def _side(cell, side, args):
         return run_side(__file__, side, argv, musa_driver="host" if args.host else "cuda")
     except SystemExit as e:
         lines = [ln for ln in str(e.code).splitlines() if ln.strip()]
-        return [{"name": cell, "error": f"{side} process failed: {lines[-1][:160] if lines else '?'}"}]
+        # a crash names its signal and frame on the first line; an exception its message on the last
+        why = lines[0] if lines and "killed by" in lines[0] else (lines[-1] if lines else "?")
+        return [{"name": cell, "error": f"{side} process failed: {why[:200]}"}]
 
 
 def _med(rounds, i, key):
