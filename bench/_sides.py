@@ -33,11 +33,11 @@ def _died_of(returncode, stderr):
         name = signal.Signals(-returncode).name
     except ValueError:
         name = f"signal {-returncode}"
-    # faulthandler's traceback of the crashing thread: its first "File ..." line is the innermost frame
+    # faulthandler lists the other threads first, then "Current thread ...": the crashing one,
+    # whose first "File ..." line is the innermost frame
     lines = stderr.splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith(("Current thread", "Fatal Python error")):
-            frames = [ln.strip() for ln in lines[i + 1:] if ln.strip().startswith("File ")]
-            if frames:
-                return f" (killed by {name} in {frames[0][5:]})"
+    starts = [i for i, line in enumerate(lines) if line.startswith("Current thread")]
+    innermost = lines[starts[-1] + 1].strip() if starts and starts[-1] + 1 < len(lines) else ""
+    if innermost.startswith("File "):
+        return f" (killed by {name} in {innermost[5:]})"
     return f" (killed by {name})"
