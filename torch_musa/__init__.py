@@ -169,6 +169,10 @@ _gated_paths.install()  # torch Python paths that hard-code CUDA (DataParallel's
 
 
 def __getattr__(name):
+    # torch.cuda._initialized, read live: torch.utils.checkpoint saves and restores a device's
+    # RNG state only where the device module says it is initialized.
+    if name == "_initialized":
+        return _device_module.is_initialized()
     # Inductor finds a PrivateUse1 device's code generation as torch.<device>.Scheduling etc.
     if name in _inductor.INDUCTOR_HOOK_NAMES:
         return _inductor.device_module_attr(name)

@@ -179,6 +179,21 @@ def test_dropout_backward_uses_same_mask():
     torch.testing.assert_close(x.grad.cpu(), kept.float() / 0.7)
 
 
+@pytest.mark.parametrize("use_reentrant", [True, False])
+def test_checkpoint_recomputes_dropout_with_the_forward_mask(use_reentrant):
+    # torch.utils.checkpoint restores a device's RNG state for the recomputation only where
+    # torch.<device>._initialized says so (torch.cuda's private flag): else the recomputed
+    # dropout draws a new mask and the gradient is silently wrong.
+    from torch.utils.checkpoint import checkpoint
+
+    x = torch.ones(64, device="musa", requires_grad=True)
+    torch.musa.manual_seed(1)
+    y = checkpoint(lambda t: F.dropout(t, 0.5), x, use_reentrant=use_reentrant)
+    y.sum().backward()
+    assert torch.musa._initialized is True
+    torch.testing.assert_close(x.grad.cpu(), (y != 0).cpu().float() * 2)
+
+
 @pytest.mark.parametrize("fork_rng", ["torch.random", "torch_musa"])
 def test_fork_rng_restores_musa_and_cpu_generators(fork_rng):
     import torch_musa
