@@ -34,6 +34,26 @@ def test_matmul_tf32_flag_is_set_float32_matmul_precision(device):
         torch.set_float32_matmul_precision(before)
 
 
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_matmul_reduced_precision_flags_answer_as_torch_cuda(dtype):
+    # A bool, as torch.backends.cuda.matmul's; a tuple sets (allow, allow_split_k). A getter that
+    # answered torch._C's (allow, split_k) pair read True after setting False.
+    musa, cuda = torch.backends.musa.matmul, torch.backends.cuda.matmul
+    name = f"allow_{dtype}_reduced_precision_reduction"
+    before = (getattr(cuda, name), getattr(cuda, name + "_split_k"))
+    try:
+        for value in (False, True, (False, False), (False, True)):
+            setattr(musa, name, value)
+            want = value if isinstance(value, tuple) else (value, True)
+            assert (getattr(musa, name), getattr(musa, name + "_split_k")) == want
+            assert (getattr(musa, name), getattr(musa, name + "_split_k")) == (getattr(cuda, name),
+                                                                                 getattr(cuda, name + "_split_k"))
+        with pytest.raises(AttributeError, match="torch.backends.musa.matmul has no attribute 'no_such_flag'"):
+            musa.no_such_flag = True
+    finally:
+        setattr(cuda, name, before)
+
+
 @pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
 @pytest.mark.parametrize("size", [(7, 9), (40, 50), (1, 3), (33, 17)])
 def test_antialiased_upsampling_matches_cpu(device, mode, size):
