@@ -5,6 +5,7 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/copy_native.h>
@@ -37,6 +38,16 @@ void check_factory(std::optional<c10::Layout> layout, std::optional<bool> pin_me
   TORCH_CHECK(!pin_memory || !*pin_memory, "only cpu tensors can be pinned; pin_memory=True is invalid for musa");
 }
 
+// torch.use_deterministic_algorithms(True) with torch.utils.deterministic.fill_uninitialized_memory
+// (its default): new memory reads NaN, or the integer type's maximum, as CUDA's and the CPU's
+// factories make it.
+at::Tensor filled_if_deterministic(at::Tensor t) {
+  if (C10_UNLIKELY(at::globalContext().deterministicAlgorithms() &&
+                   at::globalContext().deterministicFillUninitializedMemory()))
+    at::native::fill_empty_deterministic_(t);
+  return t;
+}
+
 at::Tensor musa_empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
                       std::optional<c10::Device> device, std::optional<bool> pin_memory,
                       std::optional<c10::MemoryFormat> memory_format) {
@@ -44,8 +55,9 @@ at::Tensor musa_empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtyp
   auto index = target_device(device);
   check_device_index(index);
   DeviceScope scope(index);
-  return at::detail::empty_generic(size, allocator::get(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                   c10::dtype_or_default(dtype), memory_format);
+  return filled_if_deterministic(at::detail::empty_generic(
+      size, allocator::get(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), c10::dtype_or_default(dtype),
+      memory_format));
 }
 
 at::Tensor musa_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
@@ -55,9 +67,9 @@ at::Tensor musa_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, st
   auto index = target_device(device);
   check_device_index(index);
   DeviceScope scope(index);
-  return at::detail::empty_strided_generic(size, stride, allocator::get(),
-                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                           c10::dtype_or_default(dtype));
+  return filled_if_deterministic(at::detail::empty_strided_generic(
+      size, stride, allocator::get(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      c10::dtype_or_default(dtype)));
 }
 
 // The allocator of musa's zero tensors: no memory. Storages keep their allocator, so one

@@ -282,3 +282,23 @@ def test_an_op_leaves_no_musa_allocation_behind(op):
     finally:
         gc.enable()
         torch.musa.memory._record_memory_history(enabled=None)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.complex64, torch.int32, torch.uint8, torch.bool])
+def test_new_memory_is_filled_in_deterministic_mode_as_on_cpu(dtype):
+    # torch.use_deterministic_algorithms(True) fills uninitialized memory (NaN, or the integer
+    # maximum) in every factory that returns it, as CUDA's and the CPU's do.
+    factories = {
+        "empty": lambda d: torch.empty(5, dtype=dtype, device=d),
+        "empty_strided": lambda d: torch.empty_strided((2, 3), (1, 2), dtype=dtype, device=d),
+        "empty_like": lambda d: torch.empty_like(torch.zeros(4, dtype=dtype, device=d)),
+        "new_empty": lambda d: torch.zeros(2, device=d).new_empty((3,), dtype=dtype),
+    }
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        for name, make in factories.items():
+            torch.testing.assert_close(make("musa").cpu(), make("cpu"), equal_nan=True, msg=name)
+    finally:
+        torch.use_deterministic_algorithms(before)
+    assert not torch.isnan(torch.zeros(3, device="musa")).any()
