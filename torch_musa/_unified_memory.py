@@ -23,7 +23,9 @@ def install() -> None:
     """``PYTORCH_MUSA_ALLOC_CONF=cpu:unified``: unified mode for the whole process, from import on."""
     import os
 
-    conf = os.environ.get("PYTORCH_MUSA_ALLOC_CONF", "")
+    conf = os.environ.get("PYTORCH_MUSA_ALLOC_CONF")
+    if conf is None:  # torch's generic variable, where musa's own is not set (as the allocator reads them)
+        conf = os.environ.get("PYTORCH_ALLOC_CONF", "")
     # Only a conf naming cpu is parsed here: other keys' errors keep surfacing at first allocation.
     if _CPU_KEY.search(conf) and _C._unified_configured():
         _C._unified_enter()

@@ -24,19 +24,29 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b);
 }
 
-[[noreturn]] void bad(const std::string& conf, const std::string& what) {
-  TORCH_CHECK(false, "PYTORCH_MUSA_ALLOC_CONF='", conf, "': ", what, ". Accepted keys: ", accepted_allocator_keys(),
+constexpr const char* kMusaVariable = "PYTORCH_MUSA_ALLOC_CONF";
+// torch's device-generic variable (torch >= 2.9): musa reads it where its own is not set.
+constexpr const char* kGenericVariable = "PYTORCH_ALLOC_CONF";
+
+// A settings string and the variable it came from (named in errors).
+struct Conf {
+  const std::string& text;
+  const char* variable;
+};
+
+[[noreturn]] void bad(const Conf& conf, const std::string& what) {
+  TORCH_CHECK(false, conf.variable, "='", conf.text, "': ", what, ". Accepted keys: ", accepted_allocator_keys(),
               " (format key:value[,key:value...], e.g. expandable_segments:True,max_split_size_mb:256)");
 }
 
-double parse_number(const std::string& conf, const std::string& key, const std::string& v) {
+double parse_number(const Conf& conf, const std::string& key, const std::string& v) {
   char* end = nullptr;
   double d = std::strtod(v.c_str(), &end);
   if (v.empty() || end == v.c_str() || *end != '\0') bad(conf, "value '" + v + "' of " + key + " is not a number");
   return d;
 }
 
-size_t parse_count(const std::string& conf, const std::string& key, const std::string& v) {
+size_t parse_count(const Conf& conf, const std::string& key, const std::string& v) {
   for (char c : v)
     if (!std::isdigit(static_cast<unsigned char>(c))) bad(conf, "value '" + v + "' of " + key + " is not a non-negative integer");
   if (v.empty() || v.size() > 12) bad(conf, "value '" + v + "' of " + key + " is not a non-negative integer");
@@ -51,7 +61,7 @@ size_t bucket_of_mib(size_t mib) {
   return i;
 }
 
-void parse_divisions(const std::string& conf, const std::string& v, AllocatorConfig& c) {
+void parse_divisions(const Conf& conf, const std::string& v, AllocatorConfig& c) {
   const std::string key = "roundup_power2_divisions";
   auto check_div = [&](size_t d) {
     if (d != 0 && !is_pow2(d)) bad(conf, key + " values must be powers of two (or 0 to disable), got " + std::to_string(d));
@@ -97,9 +107,12 @@ void parse_divisions(const std::string& conf, const std::string& v, AllocatorCon
   c.roundup_power2_divisions = out;
 }
 
-void apply(const std::string& conf, AllocatorConfig& c) {
+// Keys musa does not use are refused in musa's own variable. In torch's generic one they are
+// skipped: another allocator reads them (CUDA's, the host's), and torch checks its own keys.
+void apply(const Conf& conf, AllocatorConfig& c, bool skip_foreign_keys = false) {
   size_t pos = 0;
-  std::string s = conf;
+  const std::string& s = conf.text;
+  std::string applied;  // the items taken, as this config's source
   while (pos < s.size()) {
     // split on commas not inside [...]
     size_t end = pos;
@@ -134,11 +147,14 @@ void apply(const std::string& conf, AllocatorConfig& c) {
       else bad(conf, "cpu must be unified (CPU tensors in host memory the device addresses) or native, got '" + val + "'");
     } else if (key == "roundup_power2_divisions") {
       parse_divisions(conf, val, c);
+    } else if (skip_foreign_keys) {
+      continue;
     } else {
       bad(conf, "unknown key '" + key + "'");
     }
+    applied += (applied.empty() ? "" : ",") + item;
   }
-  c.source = conf;
+  c.source = applied;
 }
 
 }  // namespace
@@ -155,7 +171,7 @@ size_t AllocatorConfig::divisions_for(size_t size) const {
 
 AllocatorConfig parse_allocator_config(const std::string& conf) {
   AllocatorConfig c;
-  apply(conf, c);
+  apply({conf, kMusaVariable}, c);
   return c;
 }
 
@@ -163,8 +179,13 @@ const AllocatorConfig& allocator_config() {
   if (AllocatorConfig* c = g_config.load(std::memory_order_acquire)) return *c;
   std::lock_guard<std::mutex> g(g_mu);
   if (!g_config.load()) {
-    const char* env = std::getenv("PYTORCH_MUSA_ALLOC_CONF");
-    auto c = parse_allocator_config(env ? env : "");  // throws on a bad value; retried next time
+    // musa's own variable, else torch's generic one (as CUDA reads PYTORCH_ALLOC_CONF)
+    AllocatorConfig c;  // a bad value throws; retried next time
+    if (const char* own = std::getenv(kMusaVariable)) {
+      apply({own, kMusaVariable}, c);
+    } else if (const char* generic = std::getenv(kGenericVariable)) {
+      apply({generic, kGenericVariable}, c, /*skip_foreign_keys=*/true);
+    }
     g_config.store(new AllocatorConfig(c), std::memory_order_release);
   }
   return *g_config.load();
@@ -172,7 +193,7 @@ const AllocatorConfig& allocator_config() {
 
 void set_allocator_settings(const std::string& conf) {
   AllocatorConfig next = allocator_config();
-  apply(conf, next);
+  apply({conf, kMusaVariable}, next);
   std::lock_guard<std::mutex> g(g_mu);
   // The old object may still be read by an allocator that copied its
   // reference; keep it alive (settings change a handful of times per run).

@@ -58,6 +58,31 @@ def test_env_conf_is_read():
     assert r.stdout.split() == ["True", str(64 * MiB), "0.6", "1", "2", "8"]
 
 
+@pytest.mark.parametrize("own", [None, "max_split_size_mb:64"])
+def test_torch_generic_variable_is_read_where_musa_own_is_not_set(own):
+    # PYTORCH_ALLOC_CONF (torch's device-generic variable) as CUDA reads it; keys of other
+    # allocators in it are theirs (skipped here), a bad value of a musa key names the variable;
+    # PYTORCH_MUSA_ALLOC_CONF, when set, is the one musa reads.
+    code = """
+        import torch, torch_musa
+        try:
+            torch.empty(1, device="musa")
+            s = torch.musa.memory._get_allocator_settings()
+            print(s["expandable_segments"], s["max_split_size"])
+        except RuntimeError as e:
+            print("ERR", str(e).split(":")[0])
+    """
+    env = {"PYTORCH_ALLOC_CONF": "backend:native,expandable_segments:True,pinned_use_background_threads:True"}
+    if own is not None:
+        env["PYTORCH_MUSA_ALLOC_CONF"] = own
+    r = run_python(code, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == (["True", "-1"] if own is None else ["False", str(64 * MiB)]), r.stdout
+    r = run_python(code, env={"PYTORCH_ALLOC_CONF": "max_split_size_mb:5"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("ERR PYTORCH_ALLOC_CONF='max_split_size_mb"), r.stdout
+
+
 def test_expandable_segments_key(settings):
     settings("expandable_segments:True")
     x = torch.empty(30 * MiB, dtype=torch.uint8, device="musa")
