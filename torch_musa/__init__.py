@@ -173,6 +173,9 @@ def __getattr__(name):
     # RNG state only where the device module says it is initialized.
     if name == "_initialized":
         return _device_module.is_initialized()
+    # torch.cuda.default_generators: a tuple, one per device (torch's RNG helpers index it)
+    if name == "default_generators":
+        return random.default_generators()
     # Inductor finds a PrivateUse1 device's code generation as torch.<device>.Scheduling etc.
     if name in _inductor.INDUCTOR_HOOK_NAMES:
         return _inductor.device_module_attr(name)

@@ -136,6 +136,14 @@ def test_generator_device_mismatch_raises_like_cuda():
 def test_default_generators_are_musa():
     g = torch.musa.random._generator(0)
     assert g.device == torch.device("musa", 0)
+    # torch.musa.default_generators, as torch.cuda's: a tuple of each device's default generator
+    gens = torch.musa.default_generators
+    assert isinstance(gens, tuple) and len(gens) == torch.musa.device_count()
+    assert [g.device for g in gens] == [torch.device("musa", i) for i in range(len(gens))]
+    gens[0].manual_seed(7)
+    a = torch.rand(4, device="musa:0").cpu()
+    torch.musa.manual_seed(7)
+    assert torch.equal(a, torch.rand(4, device="musa:0").cpu())
 
 
 def test_distributions_statistics_like_cpu():
