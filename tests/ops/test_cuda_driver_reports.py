@@ -34,6 +34,30 @@ def test_matmul_tf32_flag_is_set_float32_matmul_precision(device):
         torch.set_float32_matmul_precision(before)
 
 
+def test_attention_backend_switches_are_torch_cuda_s(device):
+    # torch.backends.musa.enable_math_sdp(False) etc. set the global choice SDPA reads on musa
+    # (an attention call with math the only backend left fails once math is off too)
+    b = torch.backends.musa
+    before = (b.flash_sdp_enabled(), b.mem_efficient_sdp_enabled(), b.math_sdp_enabled(), b.cudnn_sdp_enabled())
+    q = torch.randn(1, 2, 5, 8)
+    mask = torch.rand(5, 5) > 0.3
+    ref = F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+    try:
+        for off in (b.enable_flash_sdp, b.enable_mem_efficient_sdp, b.enable_cudnn_sdp):
+            off(False)
+        assert not torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.math_sdp_enabled()
+        got = F.scaled_dot_product_attention(q.to(device), q.to(device), q.to(device), attn_mask=mask.to(device))
+        torch.testing.assert_close(got.cpu(), ref)
+        b.enable_math_sdp(False)
+        assert not b.math_sdp_enabled()
+        with pytest.raises(RuntimeError):
+            F.scaled_dot_product_attention(q.to(device), q.to(device), q.to(device), attn_mask=mask.to(device))
+    finally:
+        for on, was in zip((b.enable_flash_sdp, b.enable_mem_efficient_sdp, b.enable_math_sdp, b.enable_cudnn_sdp),
+                           before):
+            on(was)
+
+
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_matmul_reduced_precision_flags_answer_as_torch_cuda(dtype):
     # A bool, as torch.backends.cuda.matmul's; a tuple sets (allow, allow_split_k). A getter that

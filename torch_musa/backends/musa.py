@@ -1,4 +1,5 @@
-"""``torch.backends.musa``: musa's matmul precision flags, as ``torch.backends.cuda.matmul``.
+"""``torch.backends.musa``: musa's matmul precision flags, as ``torch.backends.cuda.matmul``, and
+attention's backend switches, as ``torch.backends.cuda``'s.
 
 musa's matmuls are the kernel device's (cuBLAS on the cuda driver), so the flags are the ATen
 settings those read: ``matmul.allow_tf32`` is the one ``torch.set_float32_matmul_precision``
@@ -33,6 +34,17 @@ class _MatmulFlags:
 
 
 matmul = _MatmulFlags()
+
+# Scaled-dot-product attention's backend switches, as torch.backends.cuda's: they set ATen's
+# global choice, which musa's attention reads (the kernel device's on the cuda driver).
+_CUDA = torch.backends.cuda
+enable_flash_sdp, flash_sdp_enabled = _CUDA.enable_flash_sdp, _CUDA.flash_sdp_enabled
+enable_mem_efficient_sdp, mem_efficient_sdp_enabled = _CUDA.enable_mem_efficient_sdp, _CUDA.mem_efficient_sdp_enabled
+enable_math_sdp, math_sdp_enabled = _CUDA.enable_math_sdp, _CUDA.math_sdp_enabled
+enable_cudnn_sdp, cudnn_sdp_enabled = _CUDA.enable_cudnn_sdp, _CUDA.cudnn_sdp_enabled
+allow_fp16_bf16_reduction_math_sdp = _CUDA.allow_fp16_bf16_reduction_math_sdp
+fp16_bf16_reduction_math_sdp_allowed = _CUDA.fp16_bf16_reduction_math_sdp_allowed
+sdp_kernel = _CUDA.sdp_kernel
 
 
 def is_built() -> bool:
