@@ -81,8 +81,11 @@ from ._device import (  # noqa: E402
     synchronize,
     get_driver_name,
 )
+has_half = True  # torch.cuda.has_half: musa computes in float16
+
 from .streams import (  # noqa: E402
-    Event, ExternalStream, Stream, StreamContext, _sleep, current_stream, default_stream, set_stream, stream,
+    Event, ExternalStream, Stream, StreamContext, _sleep, current_stream, default_stream, get_stream_from_external,
+    set_stream, stream,
 )
 from .graphs import MUSAGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables  # noqa: E402
 from .graphs.lifecycle import *  # noqa: E402,F401,F403  (torch.cuda's graph hooks, torch 2.14+)
@@ -205,6 +208,7 @@ def _is_in_bad_fork() -> bool:
 
 __all__ = [
     "Event", "ExternalStream", "Stream", "StreamContext", "OutOfMemoryError", "amp", "current_device", "current_stream",
+    "get_stream_from_external", "has_half",
     "default_stream", "device", "device_count", "device_of", "empty_cache", "get_amp_supported_dtype",
     "get_device_capability", "get_device_name", "get_device_properties", "get_rng_state", "get_rng_state_all",
     "init", "initial_seed", "is_available", "is_bf16_supported", "is_fp8_supported", "is_tf32_supported", "can_device_access_peer", "is_initialized", "manual_seed",

@@ -77,6 +77,12 @@ class ExternalStream(Stream):
         return f"<torch.musa.ExternalStream device=musa:{self.device_index} musa_stream={self.musa_stream:#x}>"
 
 
+def get_stream_from_external(data_ptr: int, device=None) -> Stream:
+    """torch.cuda.get_stream_from_external: the musa stream over a handle another library made
+    (an :class:`ExternalStream`; the library keeps owning it)."""
+    return ExternalStream(data_ptr, device=device)
+
+
 class Event(torch.Event):
     """A musa event: marks a point in a stream for waiting and timing."""
 

@@ -41,6 +41,7 @@ def runtime_stream():
 def test_handles_of_torch_musa_streams_give_those_streams():
     s = torch.musa.Stream()
     assert torch.musa.ExternalStream(s.musa_stream) == s
+    assert torch.musa.get_stream_from_external(s.musa_stream) == s  # torch.cuda's name for it
     default = torch.musa.default_stream()
     assert torch.musa.ExternalStream(default.musa_stream) == default
 
