@@ -94,6 +94,7 @@ def test_graph_runs_as_kernel_device_code_on_the_current_musa_stream(device):
     assert out.device == device
     if ON_GPU:
         assert "_KernelRegion" in code and "empty_strided_cuda" in code
+        assert code.count("with torch.musa._C._KernelRegion") == 1  # one region, as CUDA's one device guard
         assert torch.cuda.memory_allocated() == native_before  # no buffer from torch.cuda's allocator
     else:
         assert _kernel_kind(code) == "cpp"
@@ -121,6 +122,33 @@ def test_wrapper_device_choice_changes_for_marked_musa_graphs_only():
         init(g)
     assert seen == [{"cuda", "musa"}, {"musa"}, {"cpu"}, {"cpu", "musa"}]
     assert [g.device_types for g in graphs] == [{"cuda", "musa"}, {"cuda", "musa"}, {"cpu"}, {"cpu"}]  # restored
+
+
+def test_kernel_region_stays_open_across_musa_and_cuda_nodes():
+    # In a graph made a CUDA graph, each boundary op is a musa node with a CUDA result: the
+    # guard Inductor closes at such a switch and reopens for the same index stays one region.
+    # Other graphs, and another index, keep Inductor's guards.
+    from torch._inductor.graph import GraphLowering
+    from torch._inductor.virtualized import V
+    from torch_musa._inductor.kernel_device_pass import KERNEL_REGION_KEY
+    from torch_musa._inductor.wrapper import MusaPythonWrapperCodegen
+
+    def guard_lines(marked):
+        graph = torch.fx.Graph()
+        graph.output(())
+        gm = torch.fx.GraphModule(nn.Module(), graph)
+        if marked:
+            gm.meta[KERNEL_REGION_KEY] = "cuda"
+        with V.set_graph_handler(GraphLowering(gm)):
+            wrapper = MusaPythonWrapperCodegen()
+            for index in (0, 0, 1):
+                wrapper.codegen_device_guard_enter(index)
+                wrapper.writeline(f"work on {index}")
+                wrapper.codegen_device_guard_exit()
+        return [line if isinstance(line, str) else type(line).__name__[:5] for line in wrapper.lines]
+
+    assert guard_lines(True) == ["Enter", "work on 0", "work on 0", "ExitD", "Enter", "work on 1", "ExitD"]
+    assert guard_lines(False) == ["Enter", "work on 0", "ExitD"] * 2 + ["Enter", "work on 1", "ExitD"]
 
 
 def test_result_lands_on_the_input_device(two_devices):

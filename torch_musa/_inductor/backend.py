@@ -34,7 +34,8 @@ class MusaDeviceOpOverrides(DeviceOpOverrides):
     """Lines of the generated Python wrapper that talk to the device."""
 
     def import_get_raw_stream_as(self, name: str) -> str:
-        return f"from torch_musa._inductor.device_interface import get_raw_stream as {name}"
+        # the C function itself: generated code asks once per kernel call site, each graph call
+        return f"from torch_musa._C import _current_raw_stream as {name}"
 
     def set_device(self, device_idx: int) -> str:
         if _in_kernel_regions():

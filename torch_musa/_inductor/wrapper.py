@@ -16,13 +16,15 @@ from __future__ import annotations
 import re
 
 import torch
-from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+from torch._inductor import config
+from torch._inductor.codegen.wrapper import (ExitDeviceContextManagerLine, PythonWrapperCodegen,
+                                             SubgraphPythonWrapperCodegen)
 from torch._inductor.virtualized import V
 
 import torch_musa
 from torch_musa._version_gate import inductor_writes_size_asserts_as_text
 
-from .kernel_device_pass import musa_results
+from .kernel_device_pass import marks_kernel_regions, musa_results
 
 _ASSERTS_AS_TEXT = inductor_writes_size_asserts_as_text()
 
@@ -62,6 +64,20 @@ _DEVICE_OBJECTS = "torch.musa._inductor.DEVICES"
 
 
 class _MusaKernelCalls:
+    def codegen_device_guard_enter(self, device_idx, *args, **kwargs) -> None:
+        # In a graph the kernel-device pass made a CUDA graph, musa and CUDA nodes alternate
+        # (each boundary op is a musa node with a CUDA result) and both devices' guard is the
+        # same kernel region. Inductor closes and reopens it at each switch: hundreds of
+        # regions per training step at ~2 us each, where CUDA's wrapper opens one. The
+        # region just closed with nothing after it stays open instead.
+        num_streams = args[0] if args else kwargs.get("num_streams", 1)
+        if (num_streams == 1 and self.lines and type(self.lines[-1]) is ExitDeviceContextManagerLine
+                and self.last_seen_device_guard_index == device_idx and not config.triton.autotune_at_compile_time
+                and marks_kernel_regions(getattr(V.graph, "module", None))):
+            self.lines.pop()
+            return
+        super().codegen_device_guard_enter(device_idx, *args, **kwargs)
+
     def write_assert_size_stride(self, name, size, stride, op_name, *rest, **kwargs) -> None:
         # (later torch passes more, e.g. the dtype: handed on as given)
         if op_name in _UNASSERTED:
