@@ -21,13 +21,9 @@ _CPU_KEY = re.compile(r"(^|,)\s*cpu\s*:")
 
 def install() -> None:
     """``PYTORCH_MUSA_ALLOC_CONF=cpu:unified``: unified mode for the whole process, from import on."""
-    import os
-
-    conf = os.environ.get("PYTORCH_MUSA_ALLOC_CONF")
-    if conf is None:  # torch's generic variable, where musa's own is not set (as the allocator reads them)
-        conf = os.environ.get("PYTORCH_ALLOC_CONF", "")
+    env = _C._allocator_env_conf()  # the variable the allocator reads
     # Only a conf naming cpu is parsed here: other keys' errors keep surfacing at first allocation.
-    if _CPU_KEY.search(conf) and _C._unified_configured():
+    if env is not None and _CPU_KEY.search(env[0]) and _C._unified_configured():
         _C._unified_enter()
 
 

@@ -175,17 +175,20 @@ AllocatorConfig parse_allocator_config(const std::string& conf) {
   return c;
 }
 
+EnvConf env_allocator_conf() {
+  if (const char* own = std::getenv(kMusaVariable)) return {own, kMusaVariable};
+  if (const char* generic = std::getenv(kGenericVariable)) return {generic, kGenericVariable};
+  return {nullptr, nullptr};
+}
+
 const AllocatorConfig& allocator_config() {
   if (AllocatorConfig* c = g_config.load(std::memory_order_acquire)) return *c;
   std::lock_guard<std::mutex> g(g_mu);
   if (!g_config.load()) {
-    // musa's own variable, else torch's generic one (as CUDA reads PYTORCH_ALLOC_CONF)
     AllocatorConfig c;  // a bad value throws; retried next time
-    if (const char* own = std::getenv(kMusaVariable)) {
-      apply({own, kMusaVariable}, c);
-    } else if (const char* generic = std::getenv(kGenericVariable)) {
-      apply({generic, kGenericVariable}, c, /*skip_foreign_keys=*/true);
-    }
+    if (EnvConf env = env_allocator_conf(); env.text != nullptr)
+      // torch's generic variable also holds other allocators' keys
+      apply({env.text, env.variable}, c, /*skip_foreign_keys=*/env.variable == kGenericVariable);
     g_config.store(new AllocatorConfig(c), std::memory_order_release);
   }
   return *g_config.load();

@@ -37,7 +37,15 @@ struct AllocatorConfig {
 // accepted keys on an unknown key or a bad value.
 AllocatorConfig parse_allocator_config(const std::string& conf);
 
-// The settings in force (PYTORCH_MUSA_ALLOC_CONF on first use).
+// The settings text the environment gives, and its variable: PYTORCH_MUSA_ALLOC_CONF, else
+// torch's generic PYTORCH_ALLOC_CONF (as CUDA reads it). text is nullptr when neither is set.
+struct EnvConf {
+  const char* text;
+  const char* variable;
+};
+EnvConf env_allocator_conf();
+
+// The settings in force (the environment's, env_allocator_conf, on first use).
 const AllocatorConfig& allocator_config();
 // Applies `conf` on top of the current settings (keys not named keep their
 // value), like torch.cuda.memory._set_allocator_settings.

@@ -223,6 +223,10 @@ void bind_python(py::module& m) {
   m.def("_set_allocator_settings", [](const std::string& s) { set_allocator_settings(s); });
   m.def("_replace_allocator_settings", [](const std::string& s) { replace_allocator_settings(s); });
   m.def("_allocator_settings", [] { return settings_dict(); });
+  m.def("_allocator_env_conf", [] {  // (text, variable), or None where no variable is set
+    EnvConf env = env_allocator_conf();
+    return env.text == nullptr ? py::object(py::none()) : py::object(py::make_tuple(env.text, env.variable));
+  });
   m.def("_get_memory_fraction", [](int d) { return get_memory_fraction(dev(d)); });
   py::class_<SegmentAllocator, std::shared_ptr<SegmentAllocator>>(m, "_MUSAPluggableAllocator")
       .def_property_readonly("description", [](const SegmentAllocator& a) { return a.description; });
