@@ -125,6 +125,19 @@ class _MusaDeviceProperties:
     L2_cache_size: int
     is_host_emulated: bool
     uuid: str
+    is_integrated: int
+    is_multi_gpu_board: int
+    max_threads_per_multi_processor: int
+    regs_per_multiprocessor: int
+    shared_memory_per_block: int
+    shared_memory_per_multiprocessor: int
+    shared_memory_per_block_optin: int
+    clock_rate: int  # kHz
+    memory_clock_rate: int  # kHz
+    memory_bus_width: int  # bits
+    pci_bus_id: int
+    pci_device_id: int
+    pci_domain_id: int
 
 
 def get_device_properties(device: _DeviceLike = None) -> Any:

@@ -58,6 +58,19 @@ py::dict device_properties(c10::DeviceIndex device) {
   d["L2_cache_size"] = p.l2CacheSize;
   d["is_host_emulated"] = p.isHostEmulated != 0;
   d["uuid"] = std::string(p.uuid);
+  d["is_integrated"] = p.integrated;  // ints, as torch.cuda's
+  d["is_multi_gpu_board"] = p.isMultiGpuBoard;
+  d["max_threads_per_multi_processor"] = p.maxThreadsPerMultiProcessor;
+  d["regs_per_multiprocessor"] = p.regsPerMultiprocessor;
+  d["shared_memory_per_block"] = p.sharedMemPerBlock;
+  d["shared_memory_per_multiprocessor"] = p.sharedMemPerMultiprocessor;
+  d["shared_memory_per_block_optin"] = p.sharedMemPerBlockOptin;
+  d["clock_rate"] = p.clockRate;
+  d["memory_clock_rate"] = p.memoryClockRate;
+  d["memory_bus_width"] = p.memoryBusWidth;
+  d["pci_bus_id"] = p.pciBusID;
+  d["pci_device_id"] = p.pciDeviceID;
+  d["pci_domain_id"] = p.pciDomainID;
   return d;
 }
 

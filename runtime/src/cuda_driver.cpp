@@ -145,6 +145,22 @@ class CudaDriver final : public Driver {
     prop->maxThreadsPerBlock = p.maxThreadsPerBlock;
     prop->l2CacheSize = static_cast<size_t>(p.l2CacheSize);
     prop->isHostEmulated = 0;
+    prop->maxThreadsPerMultiProcessor = p.maxThreadsPerMultiProcessor;
+    prop->regsPerMultiprocessor = p.regsPerMultiprocessor;
+    prop->sharedMemPerBlock = p.sharedMemPerBlock;
+    prop->sharedMemPerMultiprocessor = p.sharedMemPerMultiprocessor;
+    prop->sharedMemPerBlockOptin = p.sharedMemPerBlockOptin;
+    // (CUDA 13's cudaDeviceProp has no clock rates: attributes in every version)
+    CUDA_TRY(cudaDeviceGetAttribute(&prop->clockRate, cudaDevAttrClockRate, dev), "cudaDeviceGetAttribute", dev);
+    CUDA_TRY(cudaDeviceGetAttribute(&prop->memoryClockRate, cudaDevAttrMemoryClockRate, dev), "cudaDeviceGetAttribute",
+             dev);
+    CUDA_TRY(cudaDeviceGetAttribute(&prop->memoryBusWidth, cudaDevAttrGlobalMemoryBusWidth, dev),
+             "cudaDeviceGetAttribute", dev);
+    prop->pciBusID = p.pciBusID;
+    prop->pciDeviceID = p.pciDeviceID;
+    prop->pciDomainID = p.pciDomainID;
+    prop->isMultiGpuBoard = p.isMultiGpuBoard;
+    prop->integrated = p.integrated;
     const auto* u = reinterpret_cast<const unsigned char*>(p.uuid.bytes);
     snprintf(prop->uuid, sizeof prop->uuid,
              "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],

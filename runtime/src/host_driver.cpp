@@ -157,6 +157,19 @@ class HostDriver final : public Driver {
     p->maxThreadsPerBlock = 1024;
     p->l2CacheSize = size_t(8) << 20;
     p->isHostEmulated = 1;
+    p->maxThreadsPerMultiProcessor = 2048;
+    p->regsPerMultiprocessor = 65536;
+    p->sharedMemPerBlock = 48 << 10;
+    p->sharedMemPerMultiprocessor = 128 << 10;
+    p->sharedMemPerBlockOptin = 128 << 10;
+    p->clockRate = 1000000;  // 1 GHz, in kHz
+    p->memoryClockRate = 1000000;
+    p->memoryBusWidth = 64;  // one host memory channel
+    p->pciBusID = dev;       // a distinct (emulated) location per device
+    p->pciDeviceID = 0;
+    p->pciDomainID = 0;
+    p->isMultiGpuBoard = 0;
+    p->integrated = 1;  // its memory is the CPU's
     snprintf(p->uuid, sizeof p->uuid, "00000000-0000-4000-8000-%012d", dev);
     return musaSuccess;
   }

@@ -76,6 +76,12 @@ TEST_F(DeviceTest, Properties) {
     EXPECT_GE(p.multiProcessorCount, 1);
     EXPECT_GT(p.l2CacheSize, 0u);
     EXPECT_EQ(std::strlen(p.uuid), 36u);
+    EXPECT_EQ(p.integrated, 1);  // host memory is the device's
+    EXPECT_EQ(p.pciBusID, d);
+    EXPECT_GE(p.sharedMemPerBlockOptin, p.sharedMemPerBlock);
+    EXPECT_GE(p.maxThreadsPerMultiProcessor, p.maxThreadsPerBlock);
+    EXPECT_GT(p.regsPerMultiprocessor, 0);
+    EXPECT_GT(p.clockRate, 0);
   }
   musaDeviceProp a, b;
   ASSERT_MUSA(musaGetDeviceProperties(&a, 0));

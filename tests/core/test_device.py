@@ -103,6 +103,32 @@ def test_device_properties_shape_like_cuda():
     assert torch.musa.get_device_properties(torch.device("musa", 0)) == p
 
 
+#: What kernel authors read from torch.cuda.get_device_properties to size tiles and launches.
+CUDA_PROPERTY_NAMES = ("name", "major", "minor", "multi_processor_count", "total_memory", "is_integrated",
+                       "is_multi_gpu_board", "max_threads_per_multi_processor", "warp_size", "max_threads_per_block",
+                       "regs_per_multiprocessor", "shared_memory_per_block", "shared_memory_per_multiprocessor",
+                       "shared_memory_per_block_optin", "L2_cache_size", "uuid", "clock_rate", "memory_clock_rate",
+                       "memory_bus_width", "pci_bus_id", "pci_device_id", "pci_domain_id")
+
+
+def test_device_properties_have_cuda_s_attributes():
+    p = torch.musa.get_device_properties(0)
+    missing = [a for a in CUDA_PROPERTY_NAMES if not hasattr(p, a)]
+    assert not missing
+    assert p.shared_memory_per_block_optin >= p.shared_memory_per_block > 0
+    assert p.max_threads_per_multi_processor >= p.max_threads_per_block
+    if torch.musa.get_driver_name() == "cuda":  # the GPU's own answers
+        cuda = torch.cuda.get_device_properties(torch.musa._C._driver_ordinal(0))
+        for a in CUDA_PROPERTY_NAMES:
+            if a == "uuid":
+                assert p.uuid == str(cuda.uuid).removeprefix("GPU-")
+            elif hasattr(cuda, a):
+                assert getattr(p, a) == getattr(cuda, a), a
+    else:
+        assert p.is_integrated == 1 and p.pci_bus_id == 0  # host memory; the device's emulated location
+        assert torch.musa.get_device_properties(1).pci_bus_id == 1
+
+
 def test_is_bf16_supported_and_amp_dtypes():
     assert torch.musa.is_bf16_supported() in (True, False)
     dtypes = torch.musa.get_amp_supported_dtype()

@@ -74,6 +74,21 @@ struct musaDeviceProp {
   size_t l2CacheSize;
   int isHostEmulated;  // 1 for the host driver's devices
   char uuid[37];
+  // The rest as cudaDeviceProp's (kernel authors size tiles by them). The host driver's are
+  // those of an emulated device: host memory is shared with the CPU, so it is "integrated".
+  int maxThreadsPerMultiProcessor;
+  int regsPerMultiprocessor;
+  size_t sharedMemPerBlock;
+  size_t sharedMemPerMultiprocessor;
+  size_t sharedMemPerBlockOptin;
+  int clockRate;        // kHz
+  int memoryClockRate;  // kHz
+  int memoryBusWidth;   // bits
+  int pciBusID;
+  int pciDeviceID;
+  int pciDomainID;
+  int isMultiGpuBoard;
+  int integrated;
 };
 
 enum musaMemoryType : int {
