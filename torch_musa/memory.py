@@ -23,10 +23,12 @@ OutOfMemoryError = torch.OutOfMemoryError
 
 __all__ = [
     "MemPool", "MUSAPluggableAllocator", "OutOfMemoryError", "caching_allocator_alloc", "caching_allocator_delete", "empty_cache",
-    "get_allocator_backend", "get_per_process_memory_fraction", "max_memory_allocated", "max_memory_cached",
+    "get_allocator_backend", "get_per_process_memory_fraction", "host_memory_stats", "host_memory_stats_as_nested_dict",
+    "max_memory_allocated", "max_memory_cached",
     "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_cached", "memory_reserved",
     "memory_snapshot", "memory_stats", "memory_stats_as_nested_dict", "memory_summary",
-    "reset_accumulated_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached",
+    "reset_accumulated_host_memory_stats", "reset_accumulated_memory_stats", "reset_max_memory_allocated",
+    "reset_max_memory_cached", "reset_peak_host_memory_stats",
     "reset_peak_memory_stats", "set_per_process_memory_fraction", "use_mem_pool",
 ]
 
@@ -54,6 +56,11 @@ def memory_stats_as_nested_dict(device=None) -> Dict[str, Any]:
 
 def memory_stats(device=None) -> Dict[str, Any]:
     """Allocator statistics with the same keys as torch.cuda.memory_stats()."""
+    return _flattened(memory_stats_as_nested_dict(device))
+
+
+def _flattened(nested: Dict[str, Any]) -> Dict[str, Any]:
+    """A nested statistics dict as torch.cuda flattens one: dotted keys, sorted."""
     result = []
 
     def key_str(k):
@@ -66,9 +73,30 @@ def memory_stats(device=None) -> Dict[str, Any]:
         else:
             result.append((prefix, obj))
 
-    flatten("", memory_stats_as_nested_dict(device))
+    flatten("", nested)
     result.sort()
     return collections.OrderedDict(result)
+
+
+def host_memory_stats_as_nested_dict() -> Dict[str, Any]:
+    """The pinned (page-locked host) memory cache's statistics, nested as torch.cuda's: blocks
+    and bytes it holds (``allocations``, ``allocated_bytes``), those handed out
+    (``active_requests``, ``active_bytes``), and the time spent growing and shrinking it.
+    (Pinning does not initialize torch.musa, so its figures are given before that too.)"""
+    return _C._host_memory_stats_nested()
+
+
+def host_memory_stats() -> Dict[str, Any]:
+    """:func:`host_memory_stats_as_nested_dict` flattened, as torch.cuda.host_memory_stats()."""
+    return _flattened(host_memory_stats_as_nested_dict())
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    _C._reset_accumulated_host_memory_stats()
+
+
+def reset_peak_host_memory_stats() -> None:
+    _C._reset_peak_host_memory_stats()
 
 
 def memory_allocated(device=None) -> int:

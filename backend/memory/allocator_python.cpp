@@ -10,6 +10,7 @@
 
 #include "memory/allocator_config.h"
 #include "memory/caching_allocator.h"
+#include "memory/pinned_allocator.h"
 #include "memory/pluggable_allocator.h"
 #include "core/device.h"
 
@@ -37,6 +38,31 @@ py::dict stat_array_dict(const c10::CachingAllocator::StatArray& a) {
   py::dict d;
   const char* names[] = {"all", "small_pool", "large_pool"};
   for (size_t i = 0; i < 3; ++i) d[names[i]] = stat_dict(a[i]);
+  return d;
+}
+
+py::dict duration_dict(const c10::CachingAllocator::DurationStat& s) {
+  py::dict d;
+  d["total"] = s.total;
+  d["max"] = s.max;
+  d["min"] = s.min;
+  d["count"] = s.count;
+  d["avg"] = s.count == 0 ? 0 : s.total / s.count;
+  return d;
+}
+
+// The nesting of torch._C._cuda_hostMemoryStats: the pinned (page-locked host) cache.
+py::dict host_memory_stats() {
+  at::HostStats s = pinned_stats();
+  py::dict d;
+  d["num_host_alloc"] = s.num_host_alloc;
+  d["num_host_free"] = s.num_host_free;
+  d["allocations"] = stat_dict(s.allocations);
+  d["allocated_bytes"] = stat_dict(s.allocated_bytes);
+  d["active_requests"] = stat_dict(s.active_requests);
+  d["active_bytes"] = stat_dict(s.active_bytes);
+  d["host_alloc_time"] = duration_dict(s.host_alloc_time);
+  d["host_free_time"] = duration_dict(s.host_free_time);
   return d;
 }
 
@@ -211,6 +237,9 @@ void bind_unified(py::module& m);  // unified_allocator.cpp: cpu:unified
 
 void bind_python(py::module& m) {
   m.def("_memory_stats_nested", [](int d) { return memory_stats(dev(d)); });
+  m.def("_host_memory_stats_nested", &host_memory_stats);
+  m.def("_reset_accumulated_host_memory_stats", &reset_pinned_accumulated_stats);
+  m.def("_reset_peak_host_memory_stats", &reset_pinned_peak_stats);
   m.def("_memory_snapshot", &snapshot_dict, py::arg("pool") = py::none(), py::arg("include_traces") = true);
   m.def("_record_memory_history",
         [](py::object enabled, py::object context, const std::string& stacks, size_t max_entries, bool clear) {

@@ -75,6 +75,10 @@ void note_pinned_use(const at::Tensor& cpu, c10::Stream stream) {
   g_pinned.record_event(ptr.get(), ptr.get_context(), stream);
 }
 
+at::HostStats pinned_stats() { return g_pinned.get_stats(); }
+void reset_pinned_accumulated_stats() { g_pinned.reset_accumulated_stats(); }
+void reset_pinned_peak_stats() { g_pinned.reset_peak_stats(); }
+
 }  // namespace torch_musa
 
 REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &torch_musa::g_pinned)

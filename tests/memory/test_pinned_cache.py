@@ -29,3 +29,27 @@ def test_block_in_an_async_copy_waits_for_the_copy(device):
     del other
     again = torch.empty(1 << 18, dtype=torch.float32, pin_memory=True)
     assert again.data_ptr() in (ptr, other_ptr)  # a cached block, now that the copy is done
+
+
+def test_host_memory_stats_count_the_cache_as_torch_cuda_s(device):
+    # torch.cuda.host_memory_stats' keys and meaning: bytes handed out (active) return to 0 when
+    # the tensor dies, bytes the cache holds (allocated) stay; resets clear peaks and totals.
+    keys = {f"{stat}.{kind}" for stat in ("allocations", "allocated_bytes", "active_requests", "active_bytes")
+            for kind in ("current", "peak", "allocated", "freed")}
+    keys |= {f"host_{op}_time.{kind}" for op in ("alloc", "free") for kind in ("total", "max", "min", "count", "avg")}
+    keys |= {"num_host_alloc", "num_host_free"}
+    before = torch.musa.host_memory_stats()
+    assert set(before) == keys
+    a = torch.empty(3 << 20, dtype=torch.uint8, pin_memory=True)  # a size no other test caches
+    during = torch.musa.host_memory_stats()
+    assert during["active_bytes.current"] - before["active_bytes.current"] >= a.numel()
+    assert during["active_requests.current"] == before["active_requests.current"] + 1
+    del a
+    after = torch.musa.host_memory_stats()
+    assert after["active_bytes.current"] == before["active_bytes.current"]
+    assert after["allocated_bytes.current"] == during["allocated_bytes.current"]  # cached, not freed
+    torch.musa.reset_accumulated_host_memory_stats()
+    torch.musa.reset_peak_host_memory_stats()
+    reset = torch.musa.host_memory_stats()
+    assert reset["active_bytes.allocated"] == 0 and reset["active_bytes.peak"] == reset["active_bytes.current"]
+    assert torch.musa.host_memory_stats_as_nested_dict()["active_bytes"]["current"] == reset["active_bytes.current"]
