@@ -15,9 +15,18 @@ std::mutex g_mu;
 std::unordered_map<std::string, int64_t> g_counts;
 thread_local bool t_widening = false;  // the widened call itself never widens again
 
-std::optional<c10::ScalarType> wider(c10::ScalarType t, bool pointwise) {
+// Ops whose CUDA kernels take integers where ATen's CPU kernels do not (torch's OpInfo
+// database: integer dtypes in dtypesIfCUDA but not in dtypes). Any other op's integer error is
+// CUDA's too (frac, lerp, ... on int64), and stays the user's answer.
+bool has_gpu_integer_kernel(const c10::OperatorHandle& op) {
+  const auto& name = op.schema().name();
+  return name == "aten::histc";
+}
+
+std::optional<c10::ScalarType> wider(const c10::OperatorHandle& op, c10::ScalarType t, bool pointwise) {
   if (t == c10::kHalf || t == c10::kBFloat16) return c10::kFloat;
-  if (c10::isIntegralType(t, /*includeBool=*/false)) return c10::kDouble;
+  if (c10::isIntegralType(t, /*includeBool=*/false))
+    return has_gpu_integer_kernel(op) ? std::optional<c10::ScalarType>(c10::kDouble) : std::nullopt;
   // float8 holds data for scaled matmuls; its elementwise arithmetic and comparisons
   // compute in float32, as torch_musa's do. Reductions and the rest keep the error.
   if (pointwise && (t == c10::kFloat8_e4m3fn || t == c10::kFloat8_e5m2)) return c10::kFloat;
@@ -62,7 +71,7 @@ std::optional<c10::ScalarType> missing_kernel_dtype(const c10::OperatorHandle& o
   std::optional<c10::ScalarType> found;
   for (const auto& v : args)
     for_each_tensor(v, [&](const at::Tensor& t) {
-      if (!found && t.defined() && name == c10::toString(t.scalar_type()) && wider(t.scalar_type(), pointwise))
+      if (!found && t.defined() && name == c10::toString(t.scalar_type()) && wider(op, t.scalar_type(), pointwise))
         found = t.scalar_type();
     });
   return found;
@@ -71,7 +80,7 @@ std::optional<c10::ScalarType> missing_kernel_dtype(const c10::OperatorHandle& o
 bool converting_now() { return t_widening; }
 
 void run_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::ScalarType narrow) {
-  run_in_dtype(op, stack, narrow, *wider(narrow, op.hasTag(at::Tag::pointwise)));
+  run_in_dtype(op, stack, narrow, *wider(op, narrow, op.hasTag(at::Tag::pointwise)));
 }
 
 void run_in_dtype(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::ScalarType from,

@@ -1,7 +1,7 @@
 // The op layer's answer to a kernel device without a kernel for a dtype that
 // GPUs support (ATen's CPU ctc_loss in float16, histc on integers, ...): the
 // op runs again with those arguments widened (float32 for half/bfloat16,
-// float64 for integers) and its results cast back, written arguments
+// float64 for integers where GPUs have the integer kernel: histc) and its results cast back, written arguments
 // included. Counted per op, like the copy path (torch.musa.ops.widened_op_counts()).
 // float8 is widened (to float32) for pointwise ops only: elementwise arithmetic and
 // comparisons, as torch_musa allows; reductions and the rest keep float8's error.

@@ -95,3 +95,15 @@ def test_other_errors_are_not_swallowed(device):
     with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
         torch.mm(torch.randn(2, 3, device=device).half(), torch.randn(4, 5, device=device).half())
     assert torch.musa.ops.widened_op_counts() == {}
+
+
+@pytest.mark.parametrize("fn", [torch.frac, lambda x: torch.lerp(x, x, 0.5)], ids=["frac", "lerp"])
+def test_integer_ops_without_a_gpu_kernel_raise_as_on_cuda(device, fn):
+    # CUDA has no int64 kernel for these either: widening would compute what torch.cuda refuses.
+    x = torch.arange(4)
+    with pytest.raises(RuntimeError, match="not implemented for 'Long'"):
+        fn(x)
+    with pytest.raises(RuntimeError, match="not implemented for 'Long'"):
+        fn(x.to(device))
+    assert torch.musa.ops.widened_op_counts() == {}
+    torch.testing.assert_close(fn(x.to(device).double()).cpu(), fn(x.double()))  # the process goes on
