@@ -80,6 +80,8 @@ from ._device import (  # noqa: E402
     set_device,
     synchronize,
     get_driver_name,
+    get_sync_debug_mode,
+    set_sync_debug_mode,
 )
 has_half = True  # torch.cuda.has_half: musa computes in float16
 

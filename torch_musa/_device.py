@@ -110,6 +110,30 @@ def synchronize(device: _DeviceLike = None) -> None:
     _C._synchronize(_check_index(_index(device)))
 
 
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_sync_debug_mode(debug_mode) -> None:
+    """As torch.cuda.set_sync_debug_mode: operations that make the host wait for a musa device
+    (a blocking copy to the cpu, ``.item()``, ``nonzero`` and other ops whose output size
+    depends on the data, ``Stream.synchronize``) warn ("warn" or 1) or raise ("error" or 2);
+    "default" or 0 turns it off. On the cuda driver musa's kernels are CUDA's, so this sets
+    CUDA's mode too (one setting per process, as the GPU is one)."""
+    _lazy_init()
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise RuntimeError(f'invalid value of debug_mode {debug_mode!r}: expected "default", "warn" or "error"')
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    _C._set_sync_debug_mode(int(debug_mode))
+    if get_driver_name() == "cuda":
+        torch._C._cuda_set_sync_debug_mode(int(debug_mode))
+
+
+def get_sync_debug_mode() -> int:
+    _lazy_init()
+    return _C._get_sync_debug_mode()
+
+
 @dataclasses.dataclass(frozen=True)
 class _MusaDeviceProperties:
     """A device's properties (the attributes of torch.cuda's _CudaDeviceProperties that apply).

@@ -7,6 +7,7 @@
 #include "core/device.h"
 #include "core/musa_check.h"
 #include "core/stream.h"
+#include "core/sync_debug.h"
 #include "profiler/device_activity.h"
 
 namespace torch_musa {
@@ -107,6 +108,7 @@ struct MusaGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return true;
   }
   void synchronizeStream(const c10::Stream& stream) const override {
+    note_synchronizing("Stream.synchronize");  // as CUDA's stream_synchronize
     DeviceScope scope(stream.device_index());
     profiler::RuntimeCall call("musaStreamSynchronize");
     MUSA_CHECK(musaStreamSynchronize(native_stream(stream)));

@@ -19,6 +19,7 @@
 #include "core/musa_check.h"
 #include "ops/routed_blocks.h"
 #include "core/stream.h"
+#include "core/sync_debug.h"
 #include "profiler/device_activity.h"
 #include "version_gates.h"
 
@@ -127,6 +128,8 @@ PYBIND11_MODULE(_C, m) {
     return std::make_tuple(released, during, allocated() - before);
   });
   m.def("_set_device", [](int d) { set_device(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_set_sync_debug_mode", &set_sync_debug_mode);
+  m.def("_get_sync_debug_mode", &sync_debug_mode);
   m.def("_synchronize", [](int d) {
     py::gil_scoped_release no_gil;
     DeviceScope scope(static_cast<c10::DeviceIndex>(d));

@@ -17,10 +17,12 @@
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "memory/caching_allocator.h"
 #include "core/device.h"
+#include "core/sync_debug.h"
 #include "core/generator.h"
 #include "ops/kernel_device.h"
 #include "ops/delegation.h"
@@ -48,6 +50,38 @@ bool is_nested_metadata(const std::string& op, const std::string& arg) {
   return op == "aten::_nested_from_padded" && arg == "cpu_nested_shape_example";
 }
 }  // namespace
+
+// Ops whose CUDA kernels wait for the device (CUDA's sync debug mode reports them): their
+// output's size or value is read on the host.
+OpTraits::Sync synchronizes_on_gpus(const std::string& name) {
+  static const std::unordered_set<std::string> names = {
+      "aten::_local_scalar_dense", "aten::nonzero", "aten::masked_select", "aten::_unique2", "aten::unique_dim",
+      "aten::unique_consecutive", "aten::unique_dim_consecutive", "aten::repeat_interleave", "aten::bincount",
+      "aten::equal"};
+  if (names.count(name) != 0) return OpTraits::Sync::kAlways;
+  if (name == "aten::index" || name == "aten::index_put_" || name == "aten::index_put" ||
+      name == "aten::_index_put_impl_")
+    return OpTraits::Sync::kWithMaskIndex;
+  return OpTraits::Sync::kNever;
+}
+
+bool has_mask_index(c10::ArrayRef<c10::IValue> args) {
+  for (const c10::IValue& v : args) {
+    if (!v.isList()) continue;
+    for (const c10::IValue& e : elements(v))
+      if (e.isTensor() && (e.toTensor().scalar_type() == at::kBool || e.toTensor().scalar_type() == at::kByte))
+        return true;
+  }
+  return false;
+}
+
+void note_if_synchronizing(const c10::OperatorHandle& op, const OpTraits& traits, c10::ArrayRef<c10::IValue> args) {
+  // The host driver's CPU kernels never wait; the op waits on a GPU, so it is reported as there.
+  if (sync_debug_mode() == 0 || kernel_device().dispatch_key() != c10::DispatchKey::CPU) return;
+  if (traits.synchronizes == OpTraits::Sync::kAlways ||
+      (traits.synchronizes == OpTraits::Sync::kWithMaskIndex && has_mask_index(args)))
+    note_synchronizing(op.schema().name().c_str());
+}
 
 const OpTraits& traits_of(const c10::OperatorHandle& op) {
   static std::mutex mu;
@@ -88,6 +122,7 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
                          name == "aten::_index_put_impl_" || name == "aten::_unsafe_index" ||
                          name == "aten::_unsafe_index_put";
   t.double_castable = computes_in_dtype(schema);
+  t.synchronizes = synchronizes_on_gpus(name);
   const OpTraits& stored = cache.emplace(&schema, std::move(t)).first->second;
   local.emplace(&schema, &stored);
   return stored;
@@ -222,6 +257,8 @@ void musa_fallback_of(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
   routed_blocks::Hold hold_lent;  // outputs are adopted below, from this thread's list
   KernelDevice& kd = kernel_device();
   const OpTraits& traits = traits_of(op);
+  if (C10_UNLIKELY(traits.synchronizes != OpTraits::Sync::kNever))
+    note_if_synchronizing(op, traits, c10::ArrayRef<c10::IValue>(*stack).slice(stack->size() - op.schema().arguments().size()));
   const c10::DispatchKey kernel_key = key_of(functionality, kd.dispatch_key());
   const c10::DispatchKey cpu_key = key_of(functionality, c10::DispatchKey::CPU);
   // (Kinds: copy_ takes a cpu source, as copies between devices do.)

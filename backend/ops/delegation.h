@@ -49,7 +49,15 @@ struct OpTraits {
   }
   bool cpu_only = false;                  // the kernel device has no kernel; only the CPU has
   bool double_castable = false;           // computes in its dtype: double casting applies (double_cast.h)
+  // Whether a GPU kernel of the op makes the host wait (its output's size or value is read on the
+  // host): never, always, or when an index is a boolean mask (indexing runs nonzero on it).
+  enum class Sync : uint8_t { kNever, kAlways, kWithMaskIndex };
+  Sync synchronizes = Sync::kNever;
 };
+
+// torch.musa.set_sync_debug_mode's report for an op about to run with `args` (the host driver's:
+// a CUDA kernel device's kernels report through CUDA's own check).
+void note_if_synchronizing(const c10::OperatorHandle& op, const OpTraits& traits, c10::ArrayRef<c10::IValue> args);
 
 // The traits of `op` (computed once per schema; lock-free after the first call on a thread).
 const OpTraits& traits_of(const c10::OperatorHandle& op);

@@ -20,6 +20,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "core/sync_debug.h"
 #include "fp8/fp8.h"
 #include "ops/delegate.h"
 #include "ops/delegation.h"
@@ -103,8 +104,11 @@ class UnboxedDelegate<Ret(Args...)> {
     const OpTraits& traits = traits_of(op_);
     // Captures take the boxed path: the host driver records ops there; so do double casting and
     // torch's zero tensors (no memory: the boxed path makes them zeros first).
+    // So does an op that may wait for the device while torch.musa.set_sync_debug_mode is on: the
+    // boxed path reports it, reading the arguments (a boolean mask among an index's).
     if (traits.cpu_only || graphs::any_capture_underway() || C10_UNLIKELY(double_cast_enabled()) ||
-        C10_UNLIKELY((is_zero_tensor(args) || ...)))
+        C10_UNLIKELY((is_zero_tensor(args) || ...)) ||
+        C10_UNLIKELY(traits.synchronizes != OpTraits::Sync::kNever && sync_debug_mode() != 0))
       return boxed(ks, args...);
     note_delegated();
     routed_blocks::Hold hold_lent;  // the output is adopted below, from this thread's list

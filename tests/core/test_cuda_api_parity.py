@@ -119,3 +119,40 @@ def test_bad_device_argument_names_the_musa_device(device, bad):
         torch.musa.set_device(bad)
     with pytest.raises(ValueError, match="Expected a musa device, but got"):
         torch.musa.memory_allocated(bad)
+
+
+def _sync_warnings(fn):
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fn()
+    return [str(w.message) for w in caught if "synchronizing" in str(w.message)]
+
+
+def test_sync_debug_mode_reports_what_waits_for_the_device_as_torch_cuda_s(device):
+    # torch.cuda's contract: with "warn", ops that make the host wait warn and others do not; with
+    # "error" they raise and the process goes on; "default" (0) is off. (On the cuda driver
+    # CUDA's own check reports the kernels' waits, in its words.)
+    x = torch.arange(6.0, device=device)
+    assert torch.musa.get_sync_debug_mode() == 0
+    waits = {"item": lambda: x[0].item(), "to cpu": lambda: x.cpu(), "nonzero": lambda: x.nonzero(),
+             "mask index": lambda: x[x > 2], "unique": lambda: x.unique(),
+             "stream": lambda: torch.musa.current_stream().synchronize()}
+    free = {"add": lambda: x + 1, "int index": lambda: x[torch.tensor([1, 2], device=device)],
+            "non_blocking copy": lambda: x.to("cpu", non_blocking=True)}
+    try:
+        torch.musa.set_sync_debug_mode("warn")
+        assert torch.musa.get_sync_debug_mode() == 1
+        for name, fn in waits.items():
+            assert _sync_warnings(fn), name
+        for name, fn in free.items():
+            assert not _sync_warnings(fn), name
+        torch.musa.set_sync_debug_mode(2)
+        with pytest.raises(RuntimeError, match="synchronizing (MUSA|CUDA) operation"):
+            x.sum().item()
+        with pytest.raises(RuntimeError, match="invalid value of debug_mode"):
+            torch.musa.set_sync_debug_mode("loud")
+    finally:
+        torch.musa.set_sync_debug_mode("default")
+    assert not _sync_warnings(waits["item"]) and x.sum().item() == 15.0
