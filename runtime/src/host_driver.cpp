@@ -9,6 +9,7 @@
 // Device memory comes from mmap; each device has a capacity
 // (TORCH_MUSA_HOST_MEMORY, default 8GiB) so out-of-memory is real.
 #include "driver.h"
+#include "host_graph.h"
 #include "host_ipc.h"
 #include "host_memory_pool.h"
 
@@ -32,6 +33,11 @@
 namespace musa_rt {
 namespace {
 
+using host::Capture;
+using host::HostGraph;
+using host::HostGraphExec;
+using host::Task;
+
 constexpr size_t kDefaultCapacity = size_t(8) << 30;
 constexpr int kDefaultDevices = 2;
 constexpr size_t kGranularity = size_t(2) << 20;
@@ -53,50 +59,6 @@ std::string human(size_t bytes) {
   return buf;
 }
 
-struct Task {
-  std::function<void()> fn;
-  std::string name;
-};
-
-struct HostGraph : MUgraph_st {
-  std::vector<Task> tasks;
-  size_t nodeCount() const override { return tasks.size(); }
-  musaError_t debugDump(const char* path) const override {
-    FILE* f = std::fopen(path, "w");
-    if (!f) return fail(musaErrorInvalidValue, std::string("musaGraphDebugDotPrint: cannot write ") + path + ": " + strerror(errno));
-    std::fprintf(f, "digraph musa_graph {\n  rankdir=TB;\n");
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      std::fprintf(f, "  n%zu [shape=box label=\"%zu: %s\"];\n", i, i, tasks[i].name.c_str());
-      if (i) std::fprintf(f, "  n%zu -> n%zu;\n", i - 1, i);
-    }
-    std::fprintf(f, "}\n");
-    std::fclose(f);
-    return musaSuccess;
-  }
-};
-
-struct HostGraphExec : MUgraphExec_st {
-  std::vector<Task> tasks;
-};
-
-// One capture: begun on `origin`, joined by the streams that waited on an
-// event recorded in it. Work runs inline, so the graph's task order (launch
-// order across all member streams) already honours every dependency.
-struct Capture {
-  HostGraph* graph;
-  MUstream_st* origin;
-  musaStreamCaptureMode mode;
-  std::thread::id thread;
-  bool invalidated = false;
-  std::string why;  // what invalidated it
-  struct Member {
-    size_t tasks = 0;   // tasks launched on the stream in this capture
-    size_t joined = 0;  // of those, how many the capture has waited for
-  };
-  std::map<MUstream_st*, Member> members;
-  std::map<MUevent_st*, std::pair<MUstream_st*, size_t>> events;  // event -> (stream, tasks at record)
-  unsigned long long id = 0;
-};
 struct PhysicalMemory {
   int fd;
   size_t offset;  // within fd
@@ -822,26 +784,6 @@ std::unique_ptr<Driver> makeHostDriver(std::string* why) {
     }
   }
   return std::make_unique<HostDriver>(count, capacity);
-}
-
-bool parseByteSize(const std::string& text, size_t* out) {
-  char* end = nullptr;
-  double v = std::strtod(text.c_str(), &end);
-  if (end == text.c_str() || !(v >= 0) || std::isinf(v)) return false;
-  std::string unit(end);
-  unit.erase(std::remove(unit.begin(), unit.end(), ' '), unit.end());
-  for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  double mult = 1;
-  if (unit.empty() || unit == "b") mult = 1;
-  else if (unit == "k" || unit == "kb" || unit == "kib") mult = 1024.0;
-  else if (unit == "m" || unit == "mb" || unit == "mib") mult = 1024.0 * 1024;
-  else if (unit == "g" || unit == "gb" || unit == "gib") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "t" || unit == "tb" || unit == "tib") mult = 1024.0 * 1024 * 1024 * 1024;
-  else return false;
-  // Out-of-range float-to-integer conversion is undefined; refuse it.
-  if (v * mult >= 18446744073709551616.0) return false;
-  *out = static_cast<size_t>(v * mult);
-  return true;
 }
 
 }  // namespace musa_rt
