@@ -67,8 +67,10 @@ from ._device import (  # noqa: E402
     device,
     device_count,
     device_of,
+    get_arch_list,
     get_device_capability,
     get_device_name,
+    get_gencode_flags,
     get_device_properties,
     is_available,
     is_bf16_supported,
@@ -84,6 +86,9 @@ from ._device import (  # noqa: E402
     set_sync_debug_mode,
 )
 has_half = True  # torch.cuda.has_half: musa computes in float16
+from ._device_monitor import (  # noqa: E402
+    clock_rate, device_memory_used, list_gpu_processes, memory_usage, power_draw, temperature, utilization,
+)
 
 from .streams import (  # noqa: E402
     Event, ExternalStream, Stream, StreamContext, _sleep, current_stream, default_stream, get_stream_from_external,

@@ -179,6 +179,26 @@ def get_device_capability(device: _DeviceLike = None) -> tuple:
     return p.major, p.minor
 
 
+def get_arch_list() -> list:
+    """The device architectures musa's kernels are built for, as torch.cuda.get_arch_list: on the
+    cuda driver torch's CUDA kernels' (``sm_90``, ...: they run musa's ops); on the host driver the
+    emulated MUSA architecture its capability names (``mp_31`` for 3.1)."""
+    if not is_available():
+        return []
+    if get_driver_name() == "cuda":
+        return torch.cuda.get_arch_list()
+    major, minor = get_device_capability(0)
+    return [f"mp_{major}{minor}"]
+
+
+def get_gencode_flags() -> str:
+    """The device compiler's flags for get_arch_list() (torch.cuda's gencode flags on the cuda
+    driver). The host driver's kernels are the CPU's: no device compiler, no flags."""
+    if not is_available() or get_driver_name() != "cuda":
+        return ""
+    return torch.cuda.get_gencode_flags()
+
+
 def is_bf16_supported(including_emulation: bool = True) -> bool:
     """Whether the current musa device computes in bfloat16, as torch_musa answers it: natively
     from MUSA architecture 2.2 (the host driver reports 3.1; on the cuda driver, the GPU's

@@ -156,3 +156,34 @@ def test_sync_debug_mode_reports_what_waits_for_the_device_as_torch_cuda_s(devic
     finally:
         torch.musa.set_sync_debug_mode("default")
     assert not _sync_warnings(waits["item"]) and x.sum().item() == 15.0
+
+
+def test_arch_list_names_the_kernels_architecture(device):
+    major, minor = torch.musa.get_device_capability()
+    if torch.musa.get_driver_name() == "cuda":  # torch's CUDA kernels run musa's ops
+        assert torch.musa.get_arch_list() == torch.cuda.get_arch_list()
+        assert torch.musa.get_gencode_flags() == torch.cuda.get_gencode_flags()
+    else:
+        assert torch.musa.get_arch_list() == [f"mp_{major}{minor}"] == ["mp_31"]
+        assert torch.musa.get_gencode_flags() == ""
+
+
+def test_device_monitoring_as_torch_cuda_s(device):
+    # Used memory follows an allocation (every process's on a GPU: at least this one's growth).
+    torch.musa.empty_cache()  # (a cached block would serve the allocation without new device memory)
+    before = torch.musa.device_memory_used()
+    x = torch.empty(32 << 20, dtype=torch.uint8, device=device)
+    assert torch.musa.device_memory_used() >= before + x.numel()
+    if torch.musa.get_driver_name() == "host":
+        free, total = torch.musa.mem_get_info()
+        assert torch.musa.device_memory_used() == total - free
+        assert str(__import__("os").getpid()) in torch.musa.list_gpu_processes()
+        for sensor in (torch.musa.utilization, torch.musa.temperature, torch.musa.power_draw, torch.musa.clock_rate,
+                       torch.musa.memory_usage):
+            with pytest.raises(RuntimeError, match="no sensors.*TORCH_MUSA_DRIVER=cuda"):
+                sensor()
+    else:
+        pytest.importorskip("pynvml")
+        assert 0 <= torch.musa.utilization() <= 100
+        assert torch.musa.temperature() == pytest.approx(torch.cuda.temperature(torch.musa._C._driver_ordinal(0)), abs=3)
+    del x
