@@ -49,7 +49,6 @@ bool is_nested_metadata(const std::string& op, const std::string& arg) {
     return arg == "nested_size" || arg == "nested_strides" || arg == "offsets";
   return op == "aten::_nested_from_padded" && arg == "cpu_nested_shape_example";
 }
-}  // namespace
 
 // Ops whose CUDA kernels wait for the device (CUDA's sync debug mode reports them): their
 // output's size or value is read on the host.
@@ -74,6 +73,7 @@ bool has_mask_index(c10::ArrayRef<c10::IValue> args) {
   }
   return false;
 }
+}  // namespace
 
 void note_if_synchronizing(const c10::OperatorHandle& op, const OpTraits& traits, c10::ArrayRef<c10::IValue> args) {
   // The host driver's CPU kernels never wait; the op waits on a GPU, so it is reported as there.
