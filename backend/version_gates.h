@@ -3,6 +3,9 @@
 
 #include <torch/version.h>
 
+#include <type_traits>
+#include <utility>
+
 #define TORCH_MUSA_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) ||             \
    (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
@@ -44,3 +47,12 @@
 #else
 #define TORCH_MUSA_TENSOR_HAS_NAMES(t) false
 #endif
+
+// ATen's pinned-cache statistics (at::HostStats) with the names torch.cuda.host_memory_stats
+// reports (active_requests, active_bytes, allocations, allocated_bytes); an older HostStats
+// counted differently, and musa then names the torch it needs.
+template <class Stats, class = void>
+struct TorchMusaHostStatsHaveRequests : std::false_type {};
+template <class Stats>
+struct TorchMusaHostStatsHaveRequests<Stats, std::void_t<decltype(std::declval<Stats&>().active_requests)>>
+    : std::true_type {};

@@ -13,6 +13,7 @@
 #include "memory/pinned_allocator.h"
 #include "memory/pluggable_allocator.h"
 #include "core/device.h"
+#include "version_gates.h"
 
 namespace py = pybind11;
 
@@ -52,19 +53,27 @@ py::dict duration_dict(const c10::CachingAllocator::DurationStat& s) {
 }
 
 // The nesting of torch._C._cuda_hostMemoryStats: the pinned (page-locked host) cache.
-py::dict host_memory_stats() {
-  at::HostStats s = pinned_stats();
+template <class Stats>
+py::dict host_stats_dict(const Stats& s) {
   py::dict d;
-  d["num_host_alloc"] = s.num_host_alloc;
-  d["num_host_free"] = s.num_host_free;
-  d["allocations"] = stat_dict(s.allocations);
-  d["allocated_bytes"] = stat_dict(s.allocated_bytes);
-  d["active_requests"] = stat_dict(s.active_requests);
-  d["active_bytes"] = stat_dict(s.active_bytes);
-  d["host_alloc_time"] = duration_dict(s.host_alloc_time);
-  d["host_free_time"] = duration_dict(s.host_free_time);
+  if constexpr (!TorchMusaHostStatsHaveRequests<Stats>::value) {
+    TORCH_CHECK(false, "torch.musa.host_memory_stats: torch ", TORCH_VERSION,
+                " counts its pinned-memory cache without the statistics torch.cuda.host_memory_stats reports "
+                "(active_requests, ...); use a newer torch");
+  } else {
+    d["num_host_alloc"] = s.num_host_alloc;
+    d["num_host_free"] = s.num_host_free;
+    d["allocations"] = stat_dict(s.allocations);
+    d["allocated_bytes"] = stat_dict(s.allocated_bytes);
+    d["active_requests"] = stat_dict(s.active_requests);
+    d["active_bytes"] = stat_dict(s.active_bytes);
+    d["host_alloc_time"] = duration_dict(s.host_alloc_time);
+    d["host_free_time"] = duration_dict(s.host_free_time);
+  }
   return d;
 }
+
+py::dict host_memory_stats() { return host_stats_dict(pinned_stats()); }
 
 // The nesting of torch._C._cuda_memoryStats.
 py::dict memory_stats(c10::DeviceIndex device) {
