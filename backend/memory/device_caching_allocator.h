@@ -292,108 +292,27 @@ class DeviceCachingAllocator {
     return fraction_;
   }
 
-  // ---- private pools ----
-  MempoolId_t create_pool(std::shared_ptr<SegmentAllocator> custom) {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
-    MempoolId_t id{0, g_pool_uid++};
-    pools_.emplace(id, std::make_unique<PrivatePool>(id, std::move(custom)));
-    return id;
-  }
+  // ---- private pools (private_pools.cpp) ----
+  MempoolId_t create_pool(std::shared_ptr<SegmentAllocator> custom);
   // The pool `id` (made now, with use count 1, if it does not exist), or one more use of it.
-  void create_or_retain_pool(MempoolId_t id) {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
-    auto it = pools_.find(id);
-    if (it == pools_.end()) pools_.emplace(id, std::make_unique<PrivatePool>(id)).first->second->use_count = 1;
-    else it->second->use_count++;
-  }
-  bool has_pool(MempoolId_t id) {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
-    return pools_.count(id) != 0;
-  }
-  PrivatePool& pool_of(MempoolId_t id) {
-    auto it = pools_.find(id);
-    TORCH_CHECK(it != pools_.end(), "musa: no memory pool with id (", id.first, ", ", id.second, ") on device ",
-                static_cast<int>(device_), ": it was released, or belongs to another device; use a live "
-                "torch.musa.MemPool of this device");
-    return *it->second;
-  }
-  void begin_pool(MempoolId_t id) {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
-    pool_of(id).use_count++;
-    routes_.push_back({id, std::this_thread::get_id(), nullptr});
-  }
+  void create_or_retain_pool(MempoolId_t id);
+  bool has_pool(MempoolId_t id);
+  PrivatePool& pool_of(MempoolId_t id);
+  void begin_pool(MempoolId_t id);
   // Routes allocations on the streams `filter` accepts, from any thread (a
   // graph capture: autograd's backward allocates on its own thread).
-  void begin_pool_for_streams(MempoolId_t id, std::function<bool(musaStream_t)> filter) {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
-    pool_of(id).use_count++;
-    routes_.push_back({id, std::this_thread::get_id(), std::move(filter)});
-  }
+  void begin_pool_for_streams(MempoolId_t id, std::function<bool(musaStream_t)> filter);
   // While a capture runs, events are neither queried nor recorded for frees.
-  void capture_begins() {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
-    captures_underway_++;
-  }
-  void capture_ends() {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
-    if (--captures_underway_ > 0) return;
-    auto deferred = std::move(deferred_);
-    deferred_.clear();
-    for (Block* b : deferred) {
-      b->pending_events--;
-      insert_events(b);
-    }
-  }
-  void end_pool(MempoolId_t id) {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
-    auto me = std::this_thread::get_id();
-    for (auto it = routes_.rbegin(); it != routes_.rend(); ++it)
-      if (it->id == id && it->thread == me) {
-        routes_.erase(std::next(it).base());
-        return;
-      }
-  }
+  void capture_begins();
+  void capture_ends();
+  void end_pool(MempoolId_t id);
   // Graph trees: the free range at `ptr` of pool `id` becomes an allocation again, as malloc
   // would have handed it out (a replayed graph's output, alive, whose memory the allocator
   // saw freed). The block is returned; null when that range is not free in the pool.
-  Block* claim(MempoolId_t id, void* ptr, size_t nbytes) {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
-    PrivatePool& p = pool_of(id);
-    char* want = static_cast<char*>(ptr);
-    size_t size = round_size(nbytes, allocator_config());
-    for (BlockPool* bp : {&p.small, &p.large}) {
-      for (auto it = bp->blocks.begin(); it != bp->blocks.end(); ++it) {
-        Block* b = *it;
-        if (want < b->ptr || want + size > b->ptr + b->size) continue;
-        bp->blocks.erase(it);
-        note_free_removed(b);
-        if (want > b->ptr) {
-          Block* rest = split_at(b, static_cast<size_t>(want - b->ptr));
-          insert_free(b);
-          b = rest;
-        }
-        if (b->size - size >= kMinBlockSize) insert_free(split_at(b, size));
-        hand_out(b, *bp, nbytes, nullptr, allocator_config());
-        return b;
-      }
-    }
-    return nullptr;
-  }
-  void retain_pool(MempoolId_t id) {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
-    pool_of(id).use_count++;
-  }
-  int use_count(MempoolId_t id) {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
-    auto it = pools_.find(id);
-    return it == pools_.end() ? 0 : it->second->use_count;
-  }
-  void release_pool(MempoolId_t id) {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
-    auto it = pools_.find(id);
-    if (it == pools_.end()) return;
-    if (--it->second->use_count <= 0) maybe_drop_pool(*it->second);
-  }
+  Block* claim(MempoolId_t id, void* ptr, size_t nbytes);
+  void retain_pool(MempoolId_t id);
+  int use_count(MempoolId_t id);
+  void release_pool(MempoolId_t id);
 
   void snapshot_into(Snapshot& out, const MempoolId_t* only);
   void traces_into(std::vector<TraceSnapshot>& out) {
