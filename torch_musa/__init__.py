@@ -108,6 +108,8 @@ from .memory import (  # noqa: E402
     OutOfMemoryError,
     caching_allocator_alloc,
     caching_allocator_delete,
+    caching_allocator_disabled,
+    caching_allocator_enable,
     get_allocator_backend,
     get_per_process_memory_fraction,
     host_memory_stats,

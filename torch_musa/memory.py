@@ -22,7 +22,8 @@ from ._device import _check_index, _index, _lazy_init
 OutOfMemoryError = torch.OutOfMemoryError
 
 __all__ = [
-    "MemPool", "MUSAPluggableAllocator", "OutOfMemoryError", "caching_allocator_alloc", "caching_allocator_delete", "empty_cache",
+    "MemPool", "MUSAPluggableAllocator", "OutOfMemoryError", "caching_allocator_alloc", "caching_allocator_delete",
+    "caching_allocator_disabled", "caching_allocator_enable", "empty_cache",
     "get_allocator_backend", "get_per_process_memory_fraction", "host_memory_stats", "host_memory_stats_as_nested_dict",
     "max_memory_allocated", "max_memory_cached",
     "max_memory_reserved", "mem_get_info", "memory_allocated", "memory_cached", "memory_reserved",
@@ -147,6 +148,25 @@ def empty_cache() -> None:
     """Returns cached, unused blocks to the device (expandable segments: unmaps their free pages)."""
     if _C._device_count() > 0:
         _C._empty_cache()
+
+
+def caching_allocator_enable(value: bool = True) -> None:
+    """Turns the musa caching allocator's cache on or off, as torch.cuda's: off, freed memory goes
+    back to the device as soon as nothing else in its segment is in use (what is cached when it
+    is turned off goes back too). ``PYTORCH_NO_MUSA_MEMORY_CACHING=1`` starts a process with it
+    off. MemPools and graph captures keep their own pools either way."""
+    _C._caching_allocator_enable(bool(value))
+
+
+@contextlib.contextmanager
+def caching_allocator_disabled():
+    """The caching allocator's cache off inside the block, then as it was."""
+    prev = _C._caching_allocator_is_enabled()
+    caching_allocator_enable(False)
+    try:
+        yield
+    finally:
+        caching_allocator_enable(prev)
 
 
 def mem_get_info(device=None):

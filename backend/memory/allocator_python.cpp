@@ -247,6 +247,8 @@ void bind_unified(py::module& m);  // unified_allocator.cpp: cpu:unified
 void bind_python(py::module& m) {
   m.def("_memory_stats_nested", [](int d) { return memory_stats(dev(d)); });
   m.def("_host_memory_stats_nested", &host_memory_stats);
+  m.def("_caching_allocator_enable", &set_caching_enabled);
+  m.def("_caching_allocator_is_enabled", &caching_enabled);
   m.def("_reset_accumulated_host_memory_stats", &reset_pinned_accumulated_stats);
   m.def("_reset_peak_host_memory_stats", &reset_pinned_peak_stats);
   m.def("_memory_snapshot", &snapshot_dict, py::arg("pool") = py::none(), py::arg("include_traces") = true);

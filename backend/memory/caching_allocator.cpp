@@ -5,6 +5,9 @@
 
 #include <c10/util/CallOnce.h>
 
+#include <cstdlib>
+#include <string>
+
 #include <unordered_set>
 
 #include "memory/device_caching_allocator.h"
@@ -66,6 +69,12 @@ void DeviceCachingAllocator::snapshot_into(Snapshot& out, const MempoolId_t* onl
     }
   }
 }
+
+// PYTORCH_NO_MUSA_MEMORY_CACHING=1 (as CUDA's PYTORCH_NO_CUDA_MEMORY_CACHING) starts with caching off.
+std::atomic<bool> g_caching_enabled{[] {
+  const char* v = std::getenv("PYTORCH_NO_MUSA_MEMORY_CACHING");
+  return v == nullptr || std::string(v) == "0" || std::string(v).empty();
+}()};
 
 namespace {
 
@@ -198,6 +207,11 @@ ExtraStats extra_stats(c10::DeviceIndex d) { return g_allocator.device(d).extra(
 void reset_peak_stats(c10::DeviceIndex d) { g_allocator.resetPeakStats(d); }
 void reset_accumulated_stats(c10::DeviceIndex d) { g_allocator.resetAccumulatedStats(d); }
 void empty_cache() { g_allocator.emptyCache({0, 0}); }
+void set_caching_enabled(bool enabled) {
+  detail::g_caching_enabled.store(enabled);
+  if (!enabled) empty_cache();  // what is cached now goes back too
+}
+bool caching_enabled() { return detail::g_caching_enabled.load(); }
 void set_memory_fraction(double f, c10::DeviceIndex d) {
   TORCH_CHECK(f >= 0 && f <= 1, "invalid memory fraction ", f, ": it must be between 0 and 1");
   g_allocator.device(d).set_fraction(f);

@@ -27,6 +27,10 @@ c10::CachingDeviceAllocator::DeviceStats device_stats(c10::DeviceIndex device);
 void reset_peak_stats(c10::DeviceIndex device);
 void reset_accumulated_stats(c10::DeviceIndex device);
 void empty_cache();
+// Whether freed memory is kept for reuse (torch.musa.memory.caching_allocator_enable); turning it
+// off also gives back what is cached.
+void set_caching_enabled(bool enabled);
+bool caching_enabled();
 // Caps this process's reserved memory on `device` at fraction * capacity.
 void set_memory_fraction(double fraction, c10::DeviceIndex device);
 double get_memory_fraction(c10::DeviceIndex device);

@@ -135,6 +135,10 @@ inline void update(StatArray& arr, bool small, int64_t delta) {
 
 inline std::atomic<uint64_t> g_pool_uid{1};
 
+// torch.musa.memory.caching_allocator_enable(False) / PYTORCH_NO_MUSA_MEMORY_CACHING=1: a freed
+// segment goes back to the device at once (caching_allocator.cpp reads the variable).
+extern std::atomic<bool> g_caching_enabled;
+
 // History settings, shared by all devices (torch.cuda's are process-wide too).
 inline std::atomic<int> g_record_enabled{0};  // 0 off, 1 state, 2 all
 inline std::atomic<int> g_record_context{0};  // 0 none, 1 state, 2 alloc, 3 all
@@ -572,6 +576,7 @@ class DeviceCachingAllocator {
     }
     insert_free(block);
     if (pool.owner && --pool.owner->allocated == 0 && pool.owner->use_count <= 0) maybe_drop_pool(*pool.owner);
+    else if (!g_caching_enabled.load(std::memory_order_relaxed)) uncache(pool, block);
   }
 
   void release_cached(BlockPool& pool) {
@@ -589,17 +594,38 @@ class DeviceCachingAllocator {
         ++it;
         continue;
       }
-      if (pool.owner && pool.owner->custom) pool.owner->custom->release(b->ptr, b->size, device_, b->stream);
-      else MUSA_CHECK(musaFree(b->ptr));
-      stats_.num_device_free++;
-      update(stats_.segment, pool.is_small, -1);
-      add_reserved(pool, -static_cast<int64_t>(b->size));
-      if (b->size >= allocator_config().max_split_size) stats_.oversize_segments.decrease(1);
-      trace(TraceAction::SEGMENT_FREE, b->ptr, b->size, b->stream, pool, nullptr, 99);
       it = pool.blocks.erase(it);
-      delete b;
+      free_segment(pool, b);
     }
     for (Block* b : expandable) unmap_free_block(b);
+  }
+
+  // Gives a whole segment that is free and in no set back to the device.
+  void free_segment(BlockPool& pool, Block* b) {
+    if (pool.owner && pool.owner->custom) pool.owner->custom->release(b->ptr, b->size, device_, b->stream);
+    else MUSA_CHECK(musaFree(b->ptr));
+    stats_.num_device_free++;
+    update(stats_.segment, pool.is_small, -1);
+    add_reserved(pool, -static_cast<int64_t>(b->size));
+    if (b->size >= allocator_config().max_split_size) stats_.oversize_segments.decrease(1);
+    trace(TraceAction::SEGMENT_FREE, b->ptr, b->size, b->stream, pool, nullptr, 99);
+    delete b;
+  }
+
+  // With caching off, a block that is free again gives its memory back as soon as its segment
+  // (or, expandable, its extents) holds nothing else. Private pools (MemPools, captures) keep
+  // theirs, and nothing is freed while a capture runs (the driver would invalidate it).
+  void uncache(BlockPool& pool, Block* b) {
+    if (pool.owner || captures_underway_ > 0 || !pool.blocks.count(b)) return;
+    DeviceScope scope(device_);
+    if (b->expandable) {
+      pool.blocks.erase(b);
+      note_free_removed(b);
+      unmap_free_block(b);
+    } else if (!b->is_split()) {
+      pool.blocks.erase(b);
+      free_segment(pool, b);
+    }
   }
 
   void release_all_cached() {

@@ -157,3 +157,46 @@ def test_set_per_process_memory_fraction_limits():
         torch.musa.set_per_process_memory_fraction(1.0)
     with pytest.raises(TypeError):
         torch.musa.set_per_process_memory_fraction(1)
+
+
+def test_caching_allocator_disabled_gives_freed_memory_back(device):
+    # torch.cuda's caching_allocator_enable(False): a freed segment goes back to the device at once;
+    # turned on again, freed memory is cached as before. Private pools keep theirs.
+    torch.musa.empty_cache()
+    before = torch.musa.memory_reserved()
+    assert torch.musa.mem_get_info()[0] > 0
+    with torch.musa.caching_allocator_disabled():
+        free_before = torch.musa.mem_get_info()[0]
+        x = torch.empty(8 << 20, device=device)
+        assert torch.musa.memory_reserved() > before
+        small = [torch.empty(100, device=device) for _ in range(2)]  # one small segment, both blocks in it
+        del x
+        assert torch.musa.memory_reserved() == before + (2 << 20)
+        small.pop()
+        assert torch.musa.memory_reserved() == before + (2 << 20)  # its segment still holds the other
+        small.pop()
+        assert torch.musa.memory_reserved() == before
+        if torch.musa.get_driver_name() == "host":  # the device's own count (a GPU's moves with other users)
+            assert torch.musa.mem_get_info()[0] == free_before
+        pool = torch.musa.MemPool()
+        with torch.musa.use_mem_pool(pool):
+            y = torch.empty(1 << 20, device=device)
+        del y
+        assert torch.musa.memory_reserved() > before  # the pool's segment stays the pool's
+        del pool
+    torch.musa.empty_cache()
+    z = torch.empty(8 << 20, device=device)
+    del z
+    assert torch.musa.memory_reserved() > before  # cached again
+
+
+def test_no_musa_memory_caching_variable_starts_with_caching_off(run_py):
+    r = run_py("""
+        import torch, torch_musa
+        x = torch.empty(8 << 20, device="musa")
+        assert torch.musa.memory_reserved() > 0
+        del x
+        print(torch.musa.memory_reserved())
+    """, env={"PYTORCH_NO_MUSA_MEMORY_CACHING": "1"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == "0"
