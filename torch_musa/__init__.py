@@ -86,6 +86,7 @@ from ._device import (  # noqa: E402
     set_sync_debug_mode,
 )
 has_half = True  # torch.cuda.has_half: musa computes in float16
+AcceleratorError = torch.AcceleratorError  # what a failed musa runtime call raises, as torch.cuda's
 from ._device_monitor import (  # noqa: E402
     clock_rate, device_memory_used, list_gpu_processes, memory_usage, power_draw, temperature, utilization,
 )

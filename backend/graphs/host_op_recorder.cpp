@@ -95,8 +95,8 @@ c10::IValue to_device(const c10::IValue& v, c10::Device device) {
   std::string reason = op.schema().operator_name().name + ", which cannot be captured";
   (void)musaStreamInvalidateCapture(native_stream(current_stream(current_device())), reason.c_str());
   (void)musaGetLastError();
-  TORCH_CHECK(false, op.schema().operator_name(), " cannot be captured into a MUSA graph on the host driver: ", why,
-              ". ", way_out);
+  MUSA_FAIL(musaErrorStreamCaptureUnsupported, op.schema().operator_name(),
+            " cannot be captured into a MUSA graph on the host driver: ", why, ". ", way_out);
 }
 
 // Another kernel-device tensor over the memory and layout of `t`, with a
@@ -309,8 +309,9 @@ void record_copy(const at::Tensor& dst, const at::Tensor& src, bool non_blocking
       (void)musaStreamInvalidateCapture(native_stream(current_stream(device)), "a synchronizing copy to or from the cpu");
       (void)musaGetLastError();
     }
-    TORCH_CHECK(pinned && non_blocking, "a copy between musa and ", pinned ? "" : "pageable ", "cpu memory",
-                non_blocking ? "" : " with non_blocking=False",
+    if (!(pinned && non_blocking))
+      MUSA_FAIL(musaErrorStreamCaptureUnsupported, "a copy between musa and ", pinned ? "" : "pageable ",
+                "cpu memory", non_blocking ? "" : " with non_blocking=False",
                 " cannot be captured into a MUSA graph (it would synchronize; CUDA graphs refuse it too): copy "
                 "from or to pinned memory (tensor.pin_memory()) with non_blocking=True, or copy outside the "
                 "captured region");

@@ -187,3 +187,13 @@ def test_device_monitoring_as_torch_cuda_s(device):
         assert 0 <= torch.musa.utilization() <= 100
         assert torch.musa.temperature() == pytest.approx(torch.cuda.temperature(torch.musa._C._driver_ordinal(0)), abs=3)
     del x
+
+
+def test_runtime_errors_are_accelerator_errors_as_torch_cuda_s(device):
+    # A failed musa runtime call raises torch.AcceleratorError (a RuntimeError), as a failed CUDA call.
+    assert torch.musa.AcceleratorError is torch.cuda.AcceleratorError is torch.AcceleratorError
+    g = torch.musa.MUSAGraph()
+    with pytest.raises(torch.AcceleratorError, match="capturing"):
+        with torch.musa.graph(g):
+            torch.musa.synchronize()
+    assert (torch.ones(2, device=device) * 2).sum().item() == 4.0  # the process goes on
