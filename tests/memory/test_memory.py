@@ -162,18 +162,18 @@ def test_set_per_process_memory_fraction_limits():
 def test_caching_allocator_disabled_gives_freed_memory_back(device):
     # torch.cuda's caching_allocator_enable(False): a freed segment goes back to the device at once;
     # turned on again, freed memory is cached as before. Private pools keep theirs.
-    torch.musa.empty_cache()
-    before = torch.musa.memory_reserved()
-    assert torch.musa.mem_get_info()[0] > 0
     with torch.musa.caching_allocator_disabled():
+        before = torch.musa.memory_reserved()  # (segments other live tensors use stay)
         free_before = torch.musa.mem_get_info()[0]
         x = torch.empty(8 << 20, device=device)
-        assert torch.musa.memory_reserved() > before
-        small = [torch.empty(100, device=device) for _ in range(2)]  # one small segment, both blocks in it
+        with_x = torch.musa.memory_reserved()
+        assert with_x > before
+        small = [torch.empty(100, device=device) for _ in range(2)]  # in one small segment
+        new_small_segment = torch.musa.memory_reserved() - with_x
         del x
-        assert torch.musa.memory_reserved() == before + (2 << 20)
+        assert torch.musa.memory_reserved() == before + new_small_segment
         small.pop()
-        assert torch.musa.memory_reserved() == before + (2 << 20)  # its segment still holds the other
+        assert torch.musa.memory_reserved() == before + new_small_segment  # the segment holds the other
         small.pop()
         assert torch.musa.memory_reserved() == before
         if torch.musa.get_driver_name() == "host":  # the device's own count (a GPU's moves with other users)
@@ -185,6 +185,7 @@ def test_caching_allocator_disabled_gives_freed_memory_back(device):
         assert torch.musa.memory_reserved() > before  # the pool's segment stays the pool's
         del pool
     torch.musa.empty_cache()
+    before = torch.musa.memory_reserved()
     z = torch.empty(8 << 20, device=device)
     del z
     assert torch.musa.memory_reserved() > before  # cached again
