@@ -46,7 +46,7 @@ class HostEngine final : public CaptureEngine {
     if (e != musaSuccess) {
       std::string why = musaGetLastErrorMessage();
       (void)musaGetLastError();
-      TORCH_CHECK(false, "the MUSA graph capture failed: ", why);
+      MUSA_FAIL(e, "the MUSA graph capture failed: ", why);
     }
     graph_ = g;
   }
