@@ -11,6 +11,7 @@ import torch
 
 from . import _C
 from ._device import _check_index, _index, _lazy_init, get_driver_name
+from .memory import mem_get_info
 
 
 def _gpu(device) -> int:
@@ -59,7 +60,7 @@ def device_memory_used(device=None) -> int:
     gpu = _gpu(device)
     if gpu is not None:
         return torch.cuda.device_memory_used(gpu)
-    free, total = _C._mem_get_info(_index(device))
+    free, total = mem_get_info(device)
     return total - free
 
 
