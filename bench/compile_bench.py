@@ -91,6 +91,8 @@ def train_gpu(device, quick):
         step()
         _sync(device)
         compile_s = time.perf_counter() - t0
+        # whether the first step compiled or found its graphs in the FX-graph cache (shared across processes)
+        fx_cache = {k.replace("fxgraph_cache_", ""): v for k, v in counters["inductor"].items() if "fxgraph_cache" in k}
         for _ in range(2):
             step()
         # A training loop's throughput: steps queued back to back, one synchronize per 10 steps.
@@ -101,7 +103,7 @@ def train_gpu(device, quick):
         paths = dict(counters.get("torch_musa", {}))
         counters.clear()
         rows.append({"name": name, "tok_s": batch * 512 / sec, "synced_tok_s": batch * 512 / synced,
-                     "compile_s": compile_s, "graph_paths": paths})
+                     "compile_s": compile_s, "fx_cache": fx_cache, "graph_paths": paths})
         del model, opt
         _empty_cache(device)
     return rows
@@ -341,6 +343,11 @@ def report(cell, runs, host):
             paths = runs["musa"][0][i].get("graph_paths") if i < len(runs["musa"][0]) else None
             if paths:  # the first round's: which of musa's graphs ran as kernel-device graphs
                 print(f"{'':<32}musa graphs: " + ", ".join(f"{k} {v}" for k, v in sorted(paths.items())))
+            if not host:  # compile time round by round, with the FX-graph cache's hits and misses
+                print(f"{'':<32}compile s by round (FX cache): " + "; ".join(
+                    f"{side} " + " ".join(f"{r[i]['compile_s']:.1f}" + "({})".format(
+                        ",".join(f"{k} {v}" for k, v in sorted(r[i].get("fx_cache", {}).items())))
+                        for r in runs[side] if i < len(r) and "compile_s" in r[i]) for side in ("native", "musa")))
         elif cell == "decode":
             print(_decode_row(row["name"], med, host))
         else:

@@ -1,6 +1,9 @@
 #include "memory/pinned_allocator.h"
 
+#include <ATen/Context.h>
 #include <ATen/core/CachingHostAllocator.h>
+
+#include <cstring>
 
 #include <utility>
 
@@ -64,9 +67,21 @@ MusaHostAllocator& g_pinned = *new MusaHostAllocator();
 
 void free_cached_pinned(void* ctx) { g_pinned.free(ctx); }
 
+// The cache musa's pinned memory comes from. A CUDA build of torch pins with CUDA's host cache
+// whenever CUDA is present (empty(pin_memory=True) asks CUDA first); on the cuda driver musa's own
+// pins (pin_memory("musa"), DataLoader) come from that cache too, so one cache reuses the blocks
+// and counts them, and CUDA's copies record their stream uses in it.
+at::HostAllocator* serving_cache() {
+  static at::HostAllocator* cache =
+      std::strcmp(musaGetDriverName(), "cuda") == 0 && at::globalContext().hasCUDA()
+          ? at::getHostAllocator(at::kCUDA)
+          : static_cast<at::HostAllocator*>(&g_pinned);
+  return cache;
+}
+
 }  // namespace
 
-c10::Allocator* pinned_allocator() { return &g_pinned; }
+c10::Allocator* pinned_allocator() { return serving_cache(); }
 
 void note_pinned_use(const at::Tensor& cpu, c10::Stream stream) {
   if (!cpu.defined() || !cpu.has_storage()) return;
@@ -75,9 +90,9 @@ void note_pinned_use(const at::Tensor& cpu, c10::Stream stream) {
   g_pinned.record_event(ptr.get(), ptr.get_context(), stream);
 }
 
-at::HostStats pinned_stats() { return g_pinned.get_stats(); }
-void reset_pinned_accumulated_stats() { g_pinned.reset_accumulated_stats(); }
-void reset_pinned_peak_stats() { g_pinned.reset_peak_stats(); }
+at::HostStats pinned_stats() { return serving_cache()->get_stats(); }
+void reset_pinned_accumulated_stats() { serving_cache()->reset_accumulated_stats(); }
+void reset_pinned_peak_stats() { serving_cache()->reset_peak_stats(); }
 
 }  // namespace torch_musa
 

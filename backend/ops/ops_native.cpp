@@ -123,10 +123,11 @@ at::Tensor musa_copy_from(const at::Tensor& self, const at::Tensor& dst, bool no
     return dst;
   }
   auto& kd = kernel_device();
-  // A blocking copy to the cpu waits for the device. (A CUDA kernel device's copy reports it
-  // through CUDA's own check, which torch.musa.set_sync_debug_mode sets too.)
-  if (src_musa && !dst_musa && !non_blocking && kd.dispatch_key() == c10::DispatchKey::CPU)
-    note_synchronizing("a copy to the cpu");
+  // A blocking copy between the cpu and musa waits for the device, either way, as CUDA's does.
+  // (A CUDA kernel device's copy reports it through CUDA's own check, which
+  // torch.musa.set_sync_debug_mode sets too.)
+  if (src_musa != dst_musa && !non_blocking && kd.dispatch_key() == c10::DispatchKey::CPU)
+    note_synchronizing(src_musa ? "a copy to the cpu" : "a copy from the cpu");
   // A pinned block in an asynchronous copy is not reused until the copy is done.
   if (non_blocking && src_musa != dst_musa) note_pinned_use(src_musa ? dst : self, current_stream(index));
   at::Tensor s = src_musa ? alias_on_kernel_device(self) : self;

@@ -134,12 +134,13 @@ def test_sync_debug_mode_reports_what_waits_for_the_device_as_torch_cuda_s(devic
     # torch.cuda's contract: with "warn", ops that make the host wait warn and others do not; with
     # "error" they raise and the process goes on; "default" (0) is off. (On the cuda driver
     # CUDA's own check reports the kernels' waits, in its words.)
-    x = torch.arange(6.0, device=device)
+    x, idx = torch.arange(6.0, device=device), torch.tensor([1, 2], device=device)
     assert torch.musa.get_sync_debug_mode() == 0
-    waits = {"item": lambda: x[0].item(), "to cpu": lambda: x.cpu(), "nonzero": lambda: x.nonzero(),
+    waits = {"item": lambda: x[0].item(), "to cpu": lambda: x.cpu(), "from cpu": lambda: torch.ones(2).to(device),
+             "nonzero": lambda: x.nonzero(),
              "mask index": lambda: x[x > 2], "unique": lambda: x.unique(),
              "stream": lambda: torch.musa.current_stream().synchronize()}
-    free = {"add": lambda: x + 1, "int index": lambda: x[torch.tensor([1, 2], device=device)],
+    free = {"add": lambda: x + 1, "int index": lambda: x[idx],
             "non_blocking copy": lambda: x.to("cpu", non_blocking=True)}
     try:
         torch.musa.set_sync_debug_mode("warn")
