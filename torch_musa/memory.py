@@ -1,8 +1,8 @@
 """Memory statistics and control for the musa caching allocator, like torch.cuda.memory.
 
 Settings come from ``PYTORCH_MUSA_ALLOC_CONF`` (same format and keys as ``PYTORCH_CUDA_ALLOC_CONF``:
-``expandable_segments``, ``max_split_size_mb``, ``garbage_collection_threshold``,
-``roundup_power2_divisions``) and can be changed at run time with :func:`_set_allocator_settings`.
+``expandable_segments``, ``max_split_size_mb``, ``max_non_split_rounding_mb``,
+``garbage_collection_threshold``, ``roundup_power2_divisions``) and can be changed at run time with :func:`_set_allocator_settings`.
 Snapshots (:func:`_snapshot`, :func:`_dump_snapshot`) have torch.cuda's structure, so
 ``torch.cuda._memory_viz`` and https://pytorch.org/memory_viz render them.
 """
@@ -212,7 +212,8 @@ def _set_allocator_settings(env: str) -> None:
     """Applies PYTORCH_MUSA_ALLOC_CONF-style settings at run time (keys not named keep their value).
 
     ``expandable_segments`` applies to segments created afterwards; ``max_split_size_mb``,
-    ``garbage_collection_threshold`` and ``roundup_power2_divisions`` to the next allocation.
+    ``max_non_split_rounding_mb``, ``garbage_collection_threshold`` and ``roundup_power2_divisions`` to
+    the next allocation.
     """
     _C._set_allocator_settings(env)
 

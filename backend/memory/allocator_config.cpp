@@ -137,6 +137,10 @@ void apply(const Conf& conf, AllocatorConfig& c, bool skip_foreign_keys = false)
       size_t mb = parse_count(conf, key, val);
       if (mb * kMiB <= kLargeBuffer) bad(conf, "max_split_size_mb must be > 20 (MiB), got " + val);
       c.max_split_size = mb * kMiB;
+    } else if (key == "max_non_split_rounding_mb") {
+      size_t mb = parse_count(conf, key, val);
+      if (mb * kMiB <= kLargeBuffer) bad(conf, "max_non_split_rounding_mb must be > 20 (MiB), got " + val);
+      c.max_non_split_rounding = mb * kMiB;
     } else if (key == "garbage_collection_threshold") {
       double t = parse_number(conf, key, val);
       if (!(t > 0.0 && t < 1.0)) bad(conf, "garbage_collection_threshold must be between 0.0 and 1.0 (exclusive), got " + val);
@@ -160,7 +164,8 @@ void apply(const Conf& conf, AllocatorConfig& c, bool skip_foreign_keys = false)
 }  // namespace
 
 const char* accepted_allocator_keys() {
-  return "expandable_segments, max_split_size_mb, garbage_collection_threshold, roundup_power2_divisions, cpu";
+  return "expandable_segments, max_split_size_mb, max_non_split_rounding_mb, garbage_collection_threshold, "
+         "roundup_power2_divisions, cpu";
 }
 
 size_t AllocatorConfig::divisions_for(size_t size) const {

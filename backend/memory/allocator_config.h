@@ -4,6 +4,8 @@
 //   expandable_segments:True|False     map device pages on demand into one
 //                                      virtual range per stream and pool
 //   max_split_size_mb:<MiB>            blocks larger than this are never split
+//   max_non_split_rounding_mb:<MiB>    an unsplit (oversize) block serves requests up to
+//                                      this much smaller than itself (default 20)
 //   garbage_collection_threshold:<f>   0 < f < 1: above this fraction of the
 //                                      allowed memory, free old cached blocks
 //   roundup_power2_divisions:<n>|[<MiB>:<n>,...,>:<n>]
@@ -24,6 +26,7 @@ constexpr size_t kRoundUpPowerOfTwoIntervals = 16;  // buckets 1 MiB, 2 MiB, ...
 struct AllocatorConfig {
   bool expandable_segments = false;
   size_t max_split_size = static_cast<size_t>(-1);  // no limit
+  size_t max_non_split_rounding = size_t(20) << 20;  // torch.cuda's default: its large-segment size
   double garbage_collection_threshold = 0.0;        // 0: off
   std::array<size_t, kRoundUpPowerOfTwoIntervals> roundup_power2_divisions{};  // 0: off
   bool cpu_unified = false;  // cpu:unified

@@ -140,6 +140,7 @@ py::dict settings_dict() {
   d["PYTORCH_MUSA_ALLOC_CONF"] = c.source;
   d["expandable_segments"] = c.expandable_segments;
   d["max_split_size"] = c.max_split_size == static_cast<size_t>(-1) ? -1 : static_cast<int64_t>(c.max_split_size);
+  d["max_non_split_rounding"] = static_cast<int64_t>(c.max_non_split_rounding);
   d["garbage_collection_threshold"] = c.garbage_collection_threshold;
   py::dict div;
   for (size_t i = 0; i < c.roundup_power2_divisions.size(); ++i)

@@ -384,7 +384,7 @@ class DeviceCachingAllocator {
     if (it == pool.blocks.end() || (*it)->stream != stream) return nullptr;
     Block* b = *it;
     if (size < cfg.max_split_size && b->size >= cfg.max_split_size) return nullptr;
-    if (size >= cfg.max_split_size && b->size >= size + kLargeBuffer) return nullptr;
+    if (size >= cfg.max_split_size && b->size >= size + cfg.max_non_split_rounding) return nullptr;
     pool.blocks.erase(it);
     note_free_removed(b);
     return b;

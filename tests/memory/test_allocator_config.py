@@ -21,7 +21,7 @@ def settings():
 
 
 @pytest.mark.parametrize("conf", ["bogus_key:1", "expandable_segments:maybe", "max_split_size_mb:10",
-                                  "max_split_size_mb:abc", "garbage_collection_threshold:1.5",
+                                  "max_split_size_mb:abc", "max_non_split_rounding_mb:20", "garbage_collection_threshold:1.5",
                                   "roundup_power2_divisions:3", "roundup_power2_divisions:[256:1,128:2]",
                                   "expandable_segments"])
 def test_bad_conf_names_accepted_keys(conf):
@@ -115,6 +115,24 @@ def test_max_split_size_mb(settings):
     assert big2.data_ptr() == ptr
     del small, big2
     assert torch.musa.memory_stats()["oversize_allocations.current"] == 0
+
+
+def test_max_non_split_rounding_mb(settings):
+    # torch.cuda's rule: an oversize cached block serves a request at most this much smaller than
+    # itself (20 MiB by default), so a 100 MiB block serves 50 MiB only with a wider rounding.
+    def serves_half(conf):
+        gc.collect()
+        torch.musa.empty_cache()
+        settings(conf)
+        big = torch.empty(100 * MiB, dtype=torch.uint8, device="musa")
+        ptr = big.data_ptr()
+        del big
+        half = torch.empty(50 * MiB, dtype=torch.uint8, device="musa")
+        return half.data_ptr() == ptr
+
+    assert not serves_half("max_split_size_mb:40")
+    assert serves_half("max_split_size_mb:40,max_non_split_rounding_mb:64")
+    assert torch.musa.memory._get_allocator_settings()["max_non_split_rounding"] == 64 * MiB
 
 
 def test_roundup_power2_divisions(settings):
