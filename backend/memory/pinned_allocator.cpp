@@ -79,9 +79,25 @@ at::HostAllocator* serving_cache() {
   return cache;
 }
 
+// musa's host allocator as torch reaches it (at::getHostAllocator(kPrivateUse1):
+// torch.accelerator.empty_host_cache, ...): the serving cache, whichever it is.
+struct ServingHostAllocator final : at::HostAllocator {
+  at::DataPtr allocate(size_t n) override { return serving_cache()->allocate(n); }
+  void copy_data(void* dst, const void* src, std::size_t n) const override { serving_cache()->copy_data(dst, src, n); }
+  bool record_event(void* ptr, void* ctx, c10::Stream stream) override {
+    return serving_cache()->record_event(ptr, ctx, stream);
+  }
+  void empty_cache() override { serving_cache()->empty_cache(); }
+  at::HostStats get_stats() override { return serving_cache()->get_stats(); }
+  void reset_accumulated_stats() override { serving_cache()->reset_accumulated_stats(); }
+  void reset_peak_stats() override { serving_cache()->reset_peak_stats(); }
+};
+
+ServingHostAllocator& g_serving = *new ServingHostAllocator();
+
 }  // namespace
 
-c10::Allocator* pinned_allocator() { return serving_cache(); }
+c10::Allocator* pinned_allocator() { return &g_serving; }
 
 void note_pinned_use(const at::Tensor& cpu, c10::Stream stream) {
   if (!cpu.defined() || !cpu.has_storage()) return;
@@ -90,10 +106,10 @@ void note_pinned_use(const at::Tensor& cpu, c10::Stream stream) {
   g_pinned.record_event(ptr.get(), ptr.get_context(), stream);
 }
 
-at::HostStats pinned_stats() { return serving_cache()->get_stats(); }
-void reset_pinned_accumulated_stats() { serving_cache()->reset_accumulated_stats(); }
-void reset_pinned_peak_stats() { serving_cache()->reset_peak_stats(); }
+at::HostStats pinned_stats() { return g_serving.get_stats(); }
+void reset_pinned_accumulated_stats() { g_serving.reset_accumulated_stats(); }
+void reset_pinned_peak_stats() { g_serving.reset_peak_stats(); }
 
 }  // namespace torch_musa
 
-REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &torch_musa::g_pinned)
+REGISTER_HOST_ALLOCATOR(at::kPrivateUse1, &torch_musa::g_serving)

@@ -1,5 +1,6 @@
 """Pinned host memory is cached as CUDA's is (ATen's CachingHostAllocator): a freed pinned block is
 reused by the next allocation of its size once the musa streams that used it are past it."""
+import pytest
 import torch
 
 
@@ -61,3 +62,18 @@ def test_host_memory_stats_count_the_cache_as_torch_cuda_s(device):
     reset = torch.musa.host_memory_stats()
     assert reset["active_bytes.allocated"] == 0 and reset["active_bytes.peak"] == reset["active_bytes.current"]
     assert torch.musa.host_memory_stats_as_nested_dict()["active_bytes"]["current"] == reset["active_bytes.current"]
+
+
+def test_accelerator_empty_host_cache_frees_the_pinned_cache_musa_uses(device):
+    # torch reaches musa's host allocator through its registry (torch.accelerator.empty_host_cache):
+    # it must be the cache musa's pinned memory comes from (CUDA's, on the cuda driver).
+    empty_host_cache = getattr(torch.accelerator, "empty_host_cache", None)
+    if empty_host_cache is None:
+        pytest.skip(f"torch {torch.__version__} has no torch.accelerator.empty_host_cache")
+    a = torch.empty(5 << 20, dtype=torch.uint8, pin_memory=True)  # a size no other test caches
+    a.fill_(1)
+    del a
+    torch.musa.synchronize()
+    held = torch.musa.host_memory_stats()["allocated_bytes.current"]
+    empty_host_cache()
+    assert torch.musa.host_memory_stats()["allocated_bytes.current"] <= held - (5 << 20)
