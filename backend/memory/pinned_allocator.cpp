@@ -2,6 +2,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/core/CachingHostAllocator.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 
 #include <cstring>
 
@@ -72,10 +73,12 @@ void free_cached_pinned(void* ctx) { g_pinned.free(ctx); }
 // pins (pin_memory("musa"), DataLoader) come from that cache too, so one cache reuses the blocks
 // and counts them, and CUDA's copies record their stream uses in it.
 at::HostAllocator* serving_cache() {
-  static at::HostAllocator* cache =
-      std::strcmp(musaGetDriverName(), "cuda") == 0 && at::globalContext().hasCUDA()
-          ? at::getHostAllocator(at::kCUDA)
-          : static_cast<at::HostAllocator*>(&g_pinned);
+  static at::HostAllocator* cache = []() -> at::HostAllocator* {
+    if (std::strcmp(musaGetDriverName(), "cuda") != 0 || !at::globalContext().hasCUDA()) return &g_pinned;
+    // torch's own way to CUDA's pinned cache (pin_memory=True), which readies CUDA for it first
+    (void)at::detail::getCUDAHooks().getPinnedMemoryAllocator();
+    return at::getHostAllocator(at::kCUDA);
+  }();
   return cache;
 }
 
