@@ -435,7 +435,7 @@ def install_profiler() -> None:
 
 
 # ============================================================================================
-# BEGIN SECTION: distributed (torch.distributed.monitored_barrier, torch.cuda.synchronize)
+# BEGIN SECTION: distributed (monitored_barrier, torch.cuda.synchronize, DDP's comm-hook check)
 # ============================================================================================
 def _dist_mccl_backend(group):
     """The mccl backend of `group` (None: the default group) for musa, or None if it has none."""
@@ -493,6 +493,36 @@ def _dist_wrap_cuda_synchronize(torch_fn):
     return synchronize
 
 
+def _dist_wrap_check_comm_hook(torch_fn):
+    """DistributedDataParallel._check_comm_hook (2.11-2.15) admits bf16_compress_hook (and its
+    wrapper) by name only in a torch built with CUDA and NCCL 2.10+, or XPU and XCCL: a musa DDP's
+    buckets go through mccl, which reduces bfloat16 on both drivers, so on a CPU-only torch (the
+    host driver) the hook was refused. For a musa DDP the hook is checked as any other hook (its
+    signature); every other DDP gets torch's check, refusal included."""
+
+    @_functools.wraps(torch_fn)
+    def _check_comm_hook(self, hook):
+        if getattr(self, "device_type", None) != "musa" or not callable(hook) or \
+                getattr(hook, "__name__", None) not in ("bf16_compress_hook", "bf16_compress_wrapper_hook"):
+            return torch_fn(self, hook)
+
+        @_functools.wraps(hook)  # torch reads the signature through __wrapped__
+        def checked_as(*args, **kwargs):
+            return hook(*args, **kwargs)
+
+        checked_as.__name__ = f"musa_{hook.__name__}"
+        return torch_fn(self, checked_as)
+
+    _check_comm_hook.__torch_musa_wrapped__ = torch_fn
+    return _check_comm_hook
+
+
+def _dist_install_ddp(module) -> None:
+    ddp = module.DistributedDataParallel
+    if getattr(ddp._check_comm_hook, "__torch_musa_wrapped__", None) is None:
+        ddp._check_comm_hook = _dist_wrap_check_comm_hook(ddp._check_comm_hook)
+
+
 def _dist_install_c10d(module) -> None:
     import torch.distributed.distributed_c10d as c10d
 
@@ -509,6 +539,7 @@ def install_distributed() -> None:
     if getattr(_torch.cuda.synchronize, "__torch_musa_wrapped__", None) is None:
         _torch.cuda.synchronize = _dist_wrap_cuda_synchronize(_torch.cuda.synchronize)
     after_import("torch.distributed", _dist_install_c10d)
+    after_import("torch.nn.parallel.distributed", _dist_install_ddp)
 
 
 # ============================================================================================

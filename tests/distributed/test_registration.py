@@ -126,3 +126,31 @@ def test_cuda_synchronize_takes_musa_devices_only():
             except Exception as e:  # noqa: BLE001 - compared between the two
                 errors.append((type(e), str(e)))
         assert errors[0] == errors[1]
+
+
+def test_ddp_takes_bf16_compress_hook_on_musa_and_leaves_other_devices_to_torch(group_of_one):
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    group_of_one(backend="cpu:gloo,musa:mccl")
+    torch.manual_seed(0)
+    ref = torch.nn.Linear(4, 2)
+    x = torch.randn(3, 4)
+    musa_ddp = DDP(torch.nn.Linear(4, 2).musa())
+    musa_ddp.module.load_state_dict(ref.state_dict())
+    musa_ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
+    musa_ddp(x.musa()).sum().backward()
+    ref(x).sum().backward()  # world of one: the gradient, rounded through bfloat16 and back
+    torch.testing.assert_close(musa_ddp.module.weight.grad.cpu(), ref.weight.grad.bfloat16().float())
+    cpu_ddp = DDP(torch.nn.Linear(4, 2))  # torch's own check, whatever it answers for this torch
+    check = DDP._check_comm_hook.__torch_musa_wrapped__
+    errors = []
+    for fn in (cpu_ddp.register_comm_hook, lambda state, hook: check(cpu_ddp, hook)):
+        try:
+            fn(None, default_hooks.bf16_compress_hook)
+            errors.append(None)
+        except Exception as e:  # noqa: BLE001 - compared between the two
+            errors.append((type(e), str(e)))
+    assert errors[0] == errors[1]
+    if torch.version.cuda is None:  # a CPU-only torch refuses it for CPU modules, as before
+        assert errors[0] is not None and "BF16" in errors[0][1]
