@@ -2,7 +2,7 @@
 depend on how fast the CPU happens to run (this 2-core machine's speed is bimodal, so
 timings of two builds taken minutes apart differ by more than the change being measured).
 
-    python3 bench/op_instructions.py [--ops mul,muls,mul_,add_out] [--n 2000] [--against DIR]
+    python3 bench/op_instructions.py [--ops mul,muls,mul_,add_out,to_cpu,from_cpu,pinned] [--n 2000] [--against DIR]
 
 Each op runs --n times on 256 floats under callgrind, with instrumentation on only around
 the loop. The table gives instructions per op for the op's Python call (its dispatch, the
@@ -27,6 +27,10 @@ OPS = {
     "muls": ("y = x * 1.0001", "THPVariable_mul(", "THPVariable_dealloc("),
     "mul_": ("x.mul_(1.0)", "THPVariable_mul_(", ""),
     "add_out": ("torch.add(x, z, out=out)", "THPVariable_add(", ""),
+    # blocking copies both ways, and a pinned host allocation (the pinned cache's hit path)
+    "to_cpu": ("y = x.cpu()", "THPVariable_cpu(", "THPVariable_dealloc("),
+    "from_cpu": ("y = c.to(musa)", "THPVariable_to(", "THPVariable_dealloc("),
+    "pinned": ("y = torch.empty(256, pin_memory=True)", "THPVariable_empty(", "THPVariable_dealloc("),
 }
 
 
@@ -38,7 +42,7 @@ def worker(op, n):
     z = torch.randn(256, device="musa")
     out = torch.empty_like(x)
     code = compile(f"for _ in range(k):\n    {OPS[op][0]}\n", "<ops>", "exec")
-    scope = {"torch": torch, "x": x, "z": z, "out": out}
+    scope = {"torch": torch, "x": x, "z": z, "out": out, "c": torch.randn(256), "musa": torch.device("musa")}
     exec(code, {**scope, "k": 200})
     pid = str(os.getpid())
     subprocess.run(["callgrind_control", "-i", "on", pid], check=True, capture_output=True)

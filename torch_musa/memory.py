@@ -2,7 +2,8 @@
 
 Settings come from ``PYTORCH_MUSA_ALLOC_CONF`` (same format and keys as ``PYTORCH_CUDA_ALLOC_CONF``:
 ``expandable_segments``, ``max_split_size_mb``, ``max_non_split_rounding_mb``,
-``garbage_collection_threshold``, ``roundup_power2_divisions``) and can be changed at run time with :func:`_set_allocator_settings`.
+``garbage_collection_threshold``, ``roundup_power2_divisions``) and can be changed at run time with
+:func:`_set_allocator_settings`.
 Snapshots (:func:`_snapshot`, :func:`_dump_snapshot`) have torch.cuda's structure, so
 ``torch.cuda._memory_viz`` and https://pytorch.org/memory_viz render them.
 """
