@@ -10,22 +10,12 @@
 
 #include <limits>
 
-#include "fused_llm/fused_llm.h"
+#include "fused_llm/cross_entropy.h"
 
 namespace torch_musa::fused_llm {
 namespace {
 
 using at::Tensor;
-
-void check_ce(const Tensor& x, const Tensor& t, const std::optional<Tensor>& w, const char* op) {
-  check_float_input(x, op, "the logits");
-  TORCH_CHECK_VALUE(x.dim() == 2, "musa_fused::", op, ": the logits must be 2-D (rows, classes), got ", x.sizes());
-  TORCH_CHECK_VALUE(t.dim() == 1 && t.size(0) == x.size(0) && !t.is_floating_point(), "musa_fused::", op,
-                    ": the target must be ", x.size(0), " class indices (1-D integer), got ", t.sizes(), " ",
-                    t.scalar_type());
-  TORCH_CHECK_VALUE(!w || !w->defined() || w->numel() == x.size(1), "musa_fused::", op,
-                    ": weight must have one entry per class (", x.size(1), "), got ", w->sizes());
-}
 
 // Class index of row r, or -1 for an ignored row; out of range is an error, as nll_loss's.
 int64_t class_of(const int64_t* pt, int64_t r, int64_t C, int64_t ignore_index) {
@@ -34,13 +24,6 @@ int64_t class_of(const int64_t* pt, int64_t r, int64_t C, int64_t ignore_index) 
   TORCH_CHECK_INDEX(c >= 0 && c < C, "musa_fused::cross_entropy: target ", c, " is out of bounds for ", C,
                     " classes");
   return c;
-}
-
-constexpr int64_t kNone = 0, kMean = 1, kSum = 2;  // aten's reduction enum
-
-void check_reduction(int64_t reduction, const char* op) {
-  TORCH_CHECK_VALUE(reduction == kNone || reduction == kMean || reduction == kSum, "musa_fused::", op,
-                    ": reduction must be 0 (none), 1 (mean) or 2 (sum), got ", reduction);
 }
 
 // Each row's class (an ignored row's reads class 0; its loss and gradient are zeroed), whether
@@ -73,8 +56,7 @@ Rows classes_and_weights(const Tensor& t, const std::optional<Tensor>& w_in, int
 std::tuple<Tensor, Tensor, Tensor> ce_forward_cpu(const Tensor& x_in, const Tensor& t_in,
                                                   const std::optional<Tensor>& w_in, int64_t ignore_index,
                                                   int64_t reduction, std::optional<at::ScalarType> loss_dtype) {
-  check_ce(x_in, t_in, w_in, "_fused_cross_entropy_2d_forward");
-  check_reduction(reduction, "_fused_cross_entropy_2d_forward");
+  check_ce(x_in, t_in, w_in, reduction, "_fused_cross_entropy_2d_forward");
   const Tensor x = x_in.to(at::kFloat), t = t_in.to(at::kLong).contiguous();
   const Rows r = classes_and_weights(t, w_in, x.size(1), ignore_index);
   Tensor lse = x.size(1) ? at::logsumexp(x, {1})
@@ -93,12 +75,8 @@ std::tuple<Tensor, Tensor, Tensor> ce_forward_cpu(const Tensor& x_in, const Tens
 Tensor ce_backward_cpu(const Tensor& grad_loss, const Tensor& x_in, const Tensor& t_in, const Tensor& lse,
                        const Tensor& denom, const std::optional<Tensor>& w_in, int64_t ignore_index,
                        int64_t reduction) {
-  check_ce(x_in, t_in, w_in, "_fused_cross_entropy_2d_backward");
-  check_reduction(reduction, "_fused_cross_entropy_2d_backward");
-  const int64_t M = x_in.size(0);
-  TORCH_CHECK_VALUE(reduction == kNone ? grad_loss.numel() == M : grad_loss.numel() == 1,
-                    "musa_fused::_fused_cross_entropy_2d_backward: grad_loss must have ",
-                    reduction == kNone ? M : 1, " elements for reduction ", reduction, ", got ", grad_loss.sizes());
+  check_ce(x_in, t_in, w_in, reduction, "_fused_cross_entropy_2d_backward");
+  check_grad_loss(grad_loss, x_in.size(0), reduction);
   const Tensor t = t_in.to(at::kLong).contiguous();
   const Rows r = classes_and_weights(t, w_in, x_in.size(1), ignore_index);
   Tensor g = grad_loss.to(at::kFloat).reshape({-1});

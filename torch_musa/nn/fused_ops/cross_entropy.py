@@ -7,14 +7,15 @@ GPU this op is host-bound, and the reduction as separate torch ops (sum, compare
 cast, and their backward nodes) cost more host time than the kernels. The loss has the logits'
 dtype, as torch_musa's; under autocast float32, as CUDA's. torch's aten::cross_entropy_loss is a composite op; its musa path is a
 kernel for the AutogradPrivateUse1 key, other devices keep torch's.
-Kernels: backend/fused_llm/cross_entropy.cpp (host), _triton_cross_entropy.py (cuda)."""
+Kernels: backend/fused_llm/cross_entropy.cpp (host), cross_entropy_kernels.cu (cuda; compiled ahead of time,
+not Triton: a JIT kernel's first launch loads Triton's front end, 0.5 s inside a first training step)."""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from ._common import FLOAT_DTYPES, check_float, cuda_impl, is_dtensor, ops, route_musa
+from ._common import FLOAT_DTYPES, check_float, is_dtensor, ops, route_musa
 
 _REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
 
@@ -63,28 +64,6 @@ def _fake_backward(grad_loss, self, target, lse, denom, weight, ignore_index, re
 
 
 # Autograd: backend/fused_llm/autograd.cpp (C++, for the host cost of these host-bound ops on the GPU).
-
-
-def _cuda_forward(self, target, weight, ignore_index, reduction=0, loss_dtype=None):
-    _check(self, target, weight, "_fused_cross_entropy_2d_forward", reduction)
-    from ._triton_cross_entropy import ce_forward
-
-    return ce_forward(self, target, weight, ignore_index, reduction, loss_dtype or self.dtype)
-
-
-def _cuda_backward(grad_loss, self, target, lse, denom, weight, ignore_index, reduction=0):
-    _check(self, target, weight, "_fused_cross_entropy_2d_backward", reduction)
-    want = self.shape[0] if reduction == 0 else 1
-    if grad_loss.numel() != want:  # (the kernel reads one gradient per row, or one)
-        raise ValueError(f"musa_fused::_fused_cross_entropy_2d_backward: grad_loss must have {want} elements for "
-                         f"reduction {reduction}, got {tuple(grad_loss.shape)}")
-    from ._triton_cross_entropy import ce_backward
-
-    return ce_backward(grad_loss, self, target, lse, denom, weight, ignore_index, reduction)
-
-
-cuda_impl("_fused_cross_entropy_2d_forward", _cuda_forward)
-cuda_impl("_fused_cross_entropy_2d_backward", _cuda_backward)
 
 
 def _musa_cross_entropy_loss(self, target, weight=None, reduction=1, ignore_index=-100, label_smoothing=0.0):
