@@ -7,7 +7,7 @@
 // the non-ignored targets) for its backward. Autograd is beside this file (autograd.cpp); fake
 // kernels and the Python API are in torch_musa/nn/fused_ops; the CPU kernels
 // beside this file run on the host driver (the op layer delegates musa calls),
-// Triton kernels on the cuda one.
+// Triton kernels (the cross entropy: CUDA, cross_entropy_kernels.cu) on the cuda one.
 #include <torch/library.h>
 
 TORCH_LIBRARY(musa_fused, m) {

@@ -5,8 +5,8 @@
     F.rms_norm / nn.RMSNorm on musa -> musa_fused::_fused_rmsnorm_forward/backward      (rms_norm.py)
     F.cross_entropy on 2-D musa logits -> the fused 2-D cross entropy                   (cross_entropy.py)
 
-Each is an op of the musa_fused library (schemas and host kernels in backend/fused_llm, Triton
-kernels for the cuda driver here) with autograd and fake kernels, so it traces under
+Each is an op of the musa_fused library (schemas and host kernels in backend/fused_llm, the
+cuda driver's Triton kernels here; the cross entropy's CUDA kernels are in backend/fused_llm) with autograd and fake kernels, so it traces under
 torch.compile and torch.export; the fused RMSNorm has DTensor sharding rules (sharding.py).
 A name torch already has is never replaced. See docs/fused_ops.md.
 """
