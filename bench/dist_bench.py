@@ -1,7 +1,7 @@
 """mccl against the native collective backend, in the same run.
 
     python3 bench/dist_bench.py [--world 2] [--rounds 3] [--max-mib 256] [--ddp] [--quick] [--modes sync,async]
-                                [--skip-check] [--paired]
+                                [--skip-check] [--paired [--alternations 3]]
 
 Host driver: mccl on musa tensors (Gloo over musa memory) against Gloo on CPU tensors. cuda driver:
 mccl on musa tensors against NCCL on CUDA tensors (world 1 on a one-GPU machine: the per-call cost).
@@ -12,9 +12,11 @@ musa/native ratios. Each op is timed synchronous (async_op=False) and asynchrono
 then Work.wait()). "musa" is mccl with the cross-rank signature check off (TORCH_MCCL_CHECK_COLLECTIVES=0:
 the configuration the floors judge); "check" is with it on (the host driver's default; at world 1 there
 is nothing to check). --paired times native and musa in the same rank processes (mccl's default
-group and a native group beside it), alternating three times per op and size with the order flipped
-each time: a process's own speed (seen to move a world-1 call by 2x between processes on the H200)
-then applies to both sides. The floor column says whether the row meets the issue's floor: cuda driver
+group and a native group beside it), alternating --alternations times (3) per op and size with the
+order flipped each time: a process's own speed (seen to move a world-1 call by 2x between processes on
+the H200) then applies to both sides. Its ratio is the median over rounds and alternations of each
+alternation's own musa/native ratio (the two batches timed back to back), not the ratio of the two
+sides' medians: a drift in the machine's speed within a round then cancels too. The floor column says whether the row meets the issue's floor: cuda driver
 >= 0.95 at every size; host driver >= 0.95 from 1 MiB, >= 0.80 below. --ddp adds a DDP training step
 of a ~100M-parameter MLP (samples/s).
 """
@@ -105,7 +107,7 @@ def _timed_calls(device, sync, group, world, op, mode, size):
     return timed
 
 
-def worker(side, max_mib, ddp, modes):
+def worker(side, max_mib, ddp, modes, alternations=3):
     """One rank: time every op and size on `side` ("native", "musa", "musa_check", or "paired": native
     and musa in this one process, interleaved); rank 0 reports."""
     import torch.distributed as dist
@@ -124,15 +126,18 @@ def worker(side, max_mib, ddp, modes):
     for size in _sizes(max_mib):
         for op, mode in ((op, mode) for op in OPS for mode in modes):
             timers = {name: _timed_calls(d, sy, g, world, op, mode, size) for name, (d, sy, g) in groups.items()}
-            # Paired: three alternations, the order flipping each time; each side's median.
-            reps = 3 if len(timers) > 1 else 1
+            # Paired: alternations, the order flipping each time; every sample is kept (main pairs them).
+            reps = alternations if len(timers) > 1 else 1
             order = list(timers)
             got = {name: [] for name in timers}
             for i in range(reps):
                 for name in (order if i % 2 == 0 else order[::-1]):
                     got[name].append(timers[name]())
             for name, v in got.items():
-                out[f"{name}:{op}/{mode}/{size}" if side == "paired" else f"{op}/{mode}/{size}"] = statistics.median(v)
+                if side == "paired":
+                    out[f"{name}:{op}/{mode}/{size}"] = v
+                else:
+                    out[f"{op}/{mode}/{size}"] = statistics.median(v)
     if ddp:
         for name, (d, sy, g) in groups.items():
             out[f"{name}:ddp_samples_per_s" if side == "paired" else "ddp_samples_per_s"] = ddp_step(d, sy, g)
@@ -183,6 +188,7 @@ def main():
     ap.add_argument("--paired", action="store_true",
                     help="native and musa in the same rank processes, interleaved per op and size (a fresh "
                          "process each round): no process-to-process spread between the two sides")
+    ap.add_argument("--alternations", type=int, default=3, help="--paired: native/musa alternations per op and size")
     a = ap.parse_args()
     modes = [m for m in a.modes.split(",") if m]
     if any(m not in MODES for m in modes):
@@ -197,21 +203,28 @@ def main():
     sides = ("native", "musa") if a.skip_check else ("native", "musa", "musa_check")
     launches = (("paired",) + sides[2:]) if a.paired else sides
     runs = {s: [] for s in sides}
+    pair_ratios = {}  # --paired: op/mode/size -> each alternation's musa/native ratio, all rounds
     for _ in range(a.rounds):
         for side in launches:
             env = {"TORCH_MCCL_CHECK_COLLECTIVES": "1" if side == "musa_check" else "0"}
             if side == "native":
                 env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # native runs without torch_musa loaded
             res = run_ranks("worker", world, timeout=1800, env=env, module="bench.dist_bench",
-                            args=(side, str(a.max_mib), "1" if a.ddp else "0", ",".join(modes)))[0]
+                            args=(side, str(a.max_mib), "1" if a.ddp else "0", ",".join(modes),
+                                  str(a.alternations)))[0]
             if side != "paired":
                 runs[side].append(res)
                 continue
             for name in ("native", "musa"):
                 runs[name].append({k.split(":", 1)[1]: v for k, v in res.items() if k.startswith(name + ":")})
-    med = {s: {k: statistics.median(r[k] for r in runs[s]) for k in runs[s][0]} for s in sides}
+            for k, v in runs["musa"][-1].items():
+                if isinstance(v, list):
+                    pair_ratios.setdefault(k, []).extend(m / n for m, n in zip(v, runs["native"][-1][k]))
+    med = {s: {k: statistics.median(x for r in runs[s] for x in (r[k] if isinstance(r[k], list) else [r[k]]))
+               for k in runs[s][0]} for s in sides}
     native_name = "gloo (cpu)" if driver == "host" else "nccl (cuda)"
-    how = "paired in each rank process" if a.paired else "separate processes"
+    how = (f"paired in each rank process, ratio = median of {a.rounds * a.alternations} alternations' own ratios"
+           if a.paired else "separate processes")
     print(f"mccl vs {native_name}, world {world}, driver {driver}, median of {a.rounds} round(s), {how}; "
           "GB/s (bus)")
     print(f"{'op':24s} {'mode':5s} {'size':>9s} {'native':>9s} {'musa':>9s} {'ratio':>6s} {'check':>9s} {'ratio':>6s} floor")
@@ -221,13 +234,14 @@ def main():
             for size in _sizes(a.max_mib):
                 k = f"{op}/{mode}/{size}"
                 n, m = med["native"][k], med["musa"][k]
+                ratio = statistics.median(pair_ratios[k]) if k in pair_ratios else m / n
                 mc = med["musa_check"][k] if "musa_check" in med else float("nan")
                 label = f"{size >> 10} KiB" if size < 1 << 20 else f"{size >> 20} MiB"
                 floor = 0.95 if driver == "cuda" or size >= 1 << 20 else 0.80
-                verdict = "ok" if m / n >= floor else "BELOW"
+                verdict = "ok" if ratio >= floor else "BELOW"
                 if verdict != "ok":
                     short.append(f"{op} {mode} {label}")
-                print(f"{op:24s} {mode:5s} {label:>9s} {n:9.3f} {m:9.3f} {m / n:6.2f} {mc:9.3f} {mc / n:6.2f} "
+                print(f"{op:24s} {mode:5s} {label:>9s} {n:9.3f} {m:9.3f} {ratio:6.2f} {mc:9.3f} {mc / n:6.2f} "
                       f">={floor:.2f} {verdict}")
     print("every row meets its floor" if not short else f"below the floor: {', '.join(short)}")
     if a.ddp:
@@ -239,6 +253,7 @@ def main():
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
-        worker(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5].split(","))
+        worker(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5].split(","),
+               int(sys.argv[6]) if len(sys.argv) > 6 else 3)
     else:
         main()
