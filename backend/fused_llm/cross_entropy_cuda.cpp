@@ -17,13 +17,6 @@ namespace {
 using at::Tensor;
 namespace k = ce_kernels;
 
-k::Dtype kernel_dtype(at::ScalarType t) {
-  return t == at::kHalf       ? k::Dtype::kHalf
-         : t == at::kBFloat16 ? k::Dtype::kBFloat16
-         : t == at::kDouble   ? k::Dtype::kDouble
-                              : k::Dtype::kFloat;
-}
-
 // The loss (and so its gradient) may be any floating dtype the kernels write, double included.
 void check_loss_dtype(at::ScalarType t, const char* op, const char* what) {
   TORCH_CHECK_VALUE(t == at::kFloat || t == at::kHalf || t == at::kBFloat16 || t == at::kDouble, "musa_fused::", op,

@@ -5,25 +5,17 @@
 //   backward: a (row, column chunk) grid, dx = exp(x - lse) * scale - [col == t] * scale.
 // Compiled ahead of time (not Triton): an eager F.cross_entropy is host-bound, and a JIT
 // kernel's launch costs a Triton front end on its first call and tens of microseconds each.
-// Only CUDA headers here; cross_entropy.cpp checks the arguments and allocates.
+// Only CUDA headers here; cross_entropy_cuda.cpp checks the arguments and allocates.
 #include "fused_llm/cross_entropy_kernels.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <cmath>
-#include <cstdint>
-#include <type_traits>
+
+#include "fused_llm/device_math.cuh"
 
 namespace torch_musa::fused_llm::ce_kernels {
 namespace {
 
-__device__ __forceinline__ float load(const float* p) { return *p; }
-__device__ __forceinline__ float load(const __half* p) { return __half2float(*p); }
-__device__ __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
-__device__ __forceinline__ void store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store(__half* p, float v) { *p = __float2half_rn(v); }
-__device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+using namespace device;
 
 __device__ __forceinline__ float load_as(const void* p, int64_t i, Dtype dt) {
   switch (dt) {
@@ -42,13 +34,6 @@ __device__ __forceinline__ void store_as(void* p, int64_t i, Dtype dt, float v) 
     default: store(static_cast<float*>(p) + i, v);
   }
 }
-
-// 16 bytes of T: one vector load or store.
-template <typename T>
-struct alignas(16) Pack {
-  static constexpr int kN = 16 / sizeof(T);
-  T v[kN];
-};
 
 // A running (max, sum of exp(x - max)); -inf max means no finite element yet.
 struct MaxSum {
@@ -186,19 +171,7 @@ __global__ void backward_kernel(const void* g, Dtype g_dt, int64_t g_stride, con
   }
 }
 
-// Calls fn with a null pointer of the element type dt names.
-template <typename Fn>
-void with_type(Dtype dt, Fn&& fn) {
-  switch (dt) {
-    case Dtype::kHalf: fn(static_cast<__half*>(nullptr)); break;
-    case Dtype::kBFloat16: fn(static_cast<__nv_bfloat16*>(nullptr)); break;
-    default: fn(static_cast<float*>(nullptr));
-  }
-}
-
-bool vectorizable(const void* p, int64_t C, int elem_size) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0 && (C * elem_size) % 16 == 0;
-}
+bool vectorizable(const void* p, int64_t C, int elem_size) { return aligned16(p) && (C * elem_size) % 16 == 0; }
 
 int row_threads(int64_t C) { return C <= 1024 ? 128 : C <= 8192 ? 256 : 512; }
 

@@ -6,10 +6,11 @@
 
 #include <cstdint>
 
+#include "fused_llm/kernel_dtype.h"
+
 namespace torch_musa::fused_llm::ce_kernels {
 
-// Logits and their gradient: the first three; a loss and its gradient may also be double.
-enum class Dtype : int { kFloat, kHalf, kBFloat16, kDouble };
+using Dtype = KernelDtype;
 
 // Logits x (M, C) contiguous; t int64 (M,); w float (C,) or null. rows: each row's loss in
 // rows_dt (the loss itself for reduction 0, float scratch otherwise); loss: the reduced loss

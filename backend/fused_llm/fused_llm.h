@@ -6,6 +6,8 @@
 #include <ATen/Dispatch.h>
 #include <c10/util/Exception.h>
 
+#include "fused_llm/kernel_dtype.h"
+
 namespace torch_musa::fused_llm {
 
 inline void check_float_input(const at::Tensor& t, const char* op, const char* what) {
@@ -30,6 +32,14 @@ inline void dispatch_float(c10::ScalarType t, Fn&& fn) {
   if (t == at::kFloat) fn(float{});
   else if (t == at::kHalf) fn(c10::Half{});
   else fn(c10::BFloat16{});
+}
+
+// The CUDA kernels' name for a tensor's element type (float for anything not listed).
+inline KernelDtype kernel_dtype(at::ScalarType t) {
+  return t == at::kHalf       ? KernelDtype::kHalf
+         : t == at::kBFloat16 ? KernelDtype::kBFloat16
+         : t == at::kDouble   ? KernelDtype::kDouble
+                              : KernelDtype::kFloat;
 }
 
 }  // namespace torch_musa::fused_llm

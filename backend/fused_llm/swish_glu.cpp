@@ -3,18 +3,12 @@
 // in float. gated_silu is the same function.
 #include <torch/library.h>
 
-#include "fused_llm/fused_llm.h"
+#include "fused_llm/swish_glu.h"
 
 namespace torch_musa::fused_llm {
 namespace {
 
 using at::Tensor;
-
-void check_glu(const Tensor& x, const char* op) {
-  check_float_input(x, op, "the input");
-  TORCH_CHECK_VALUE(x.dim() >= 1 && x.size(-1) % 2 == 0, "musa_fused::", op,
-                    ": the input's last dimension must be even (two halves), got ", x.sizes());
-}
 
 // In float, through ATen's vectorized CPU kernels (silu, silu_backward): a loop of scalar
 // std::exp per element was 4x slower than the native CPU's silu(a) * b.
@@ -25,10 +19,7 @@ Tensor swiglu_forward_cpu(const Tensor& x_in) {
 }
 
 Tensor swiglu_backward_cpu(const Tensor& g_in, const Tensor& x_in) {
-  check_glu(x_in, "_fused_swiglu_backward");
-  check_float_input(g_in, "_fused_swiglu_backward", "grad");
-  TORCH_CHECK_VALUE(g_in.numel() * 2 == x_in.numel(), "musa_fused::_fused_swiglu_backward: grad ", g_in.sizes(),
-                    " does not match the input ", x_in.sizes());
+  check_glu_grad(g_in, x_in);
   const auto halves = x_in.to(at::kFloat).chunk(2, -1);
   const Tensor &a = halves[0], &b = halves[1];
   const Tensor g = g_in.to(at::kFloat).reshape(a.sizes());

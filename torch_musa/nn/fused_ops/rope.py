@@ -5,7 +5,7 @@ input (seq, batch, heads, dim), or (batch, seq, heads, dim) with batch_first; fr
 (seq, rot_dim) or (seq, 1, 1, rot_dim), rot_dim <= dim and even: the first rot_dim features of each
 head rotate by them, the rest pass through. rotary_interleaved rotates (even, odd) feature pairs
 instead of the two halves; multi_latent_attention (DeepSeek's MLA) first reorders the rotated
-features as evens then odds. Kernels: backend/fused_llm/rope.cpp (host), _triton_rope.py (cuda).
+features as evens then odds. Kernels: backend/fused_llm/rope.cpp (host), rope_kernels.cu (cuda).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 from torch.overrides import handle_torch_function, has_torch_function_variadic
 
-from ._common import check_float, cuda_impl, ops
+from ._common import check_float, ops
 
 
 def rope(input: Tensor, freq_cis: Tensor, rotary_interleaved: bool = False, batch_first: bool = False,
@@ -47,7 +47,7 @@ class RoPE(torch.nn.Module):
 
 
 def check(x: Tensor, freq: Tensor, batch_first: bool, op: str) -> None:
-    """The C++ kernels' checks (rope.cpp), for the fake and Triton kernels."""
+    """The C++ kernels' checks (rope.h), for the fake kernels."""
     check_float(x, op, "the input")
     layout = "(batch, seq, heads, dim)" if batch_first else "(seq, batch, heads, dim)"
     if x.dim() != 4:
@@ -79,19 +79,3 @@ def _fake_backward(grad, freq_cis, rotary_interleaved, batch_first, multi_latent
 # Autograd: backend/fused_llm/autograd.cpp (C++, for the host cost of these host-bound ops on the GPU).
 
 
-def _cuda_forward(input, freq_cis, rotary_interleaved, batch_first, multi_latent_attention=False):
-    check(input, freq_cis, batch_first, "_fused_rope_forward")
-    from ._triton_rope import rope
-
-    return rope(input, freq_cis, rotary_interleaved, batch_first, multi_latent_attention, backward=False)
-
-
-def _cuda_backward(grad, freq_cis, rotary_interleaved, batch_first, multi_latent_attention=False):
-    check(grad, freq_cis, batch_first, "_fused_rope_backward")
-    from ._triton_rope import rope
-
-    return rope(grad, freq_cis, rotary_interleaved, batch_first, multi_latent_attention, backward=True)
-
-
-cuda_impl("_fused_rope_forward", _cuda_forward)
-cuda_impl("_fused_rope_backward", _cuda_backward)

@@ -1,7 +1,7 @@
 """torch.nn.SwishGLU / torch.nn.functional.swish_glu / torch.swish_glu / torch.gated_silu:
 torch_musa's fused SwiGLU. The input's last dimension is split in halves (a, b):
 ``swish_glu(x) = silu(a) * b`` in one pass (float arithmetic), and its backward in one pass.
-Kernels: backend/fused_llm/swish_glu.cpp (host), _triton_swiglu.py (cuda)."""
+Kernels: backend/fused_llm/swish_glu.cpp (host), swish_glu_kernels.cu (cuda)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 from torch.overrides import handle_torch_function, has_torch_function_unary
 
-from ._common import check_float, cuda_impl, ops
+from ._common import check_float, ops
 
 
 def swish_glu(input: Tensor) -> Tensor:
@@ -57,22 +57,3 @@ def _fake_backward(grad, input):
 # Autograd: backend/fused_llm/autograd.cpp (C++, for the host cost of these host-bound ops on the GPU).
 
 
-def _cuda_forward(input):
-    _check(input, "_fused_swiglu_forward")
-    from ._triton_swiglu import swiglu_forward
-
-    return swiglu_forward(input)
-
-
-def _cuda_backward(grad, input):
-    _check(input, "_fused_swiglu_backward")
-    if grad.numel() * 2 != input.numel():
-        raise ValueError(f"musa_fused::_fused_swiglu_backward: grad {tuple(grad.shape)} does not match the input "
-                         f"{tuple(input.shape)}")
-    from ._triton_swiglu import swiglu_backward
-
-    return swiglu_backward(grad, input)
-
-
-cuda_impl("_fused_swiglu_forward", _cuda_forward)
-cuda_impl("_fused_swiglu_backward", _cuda_backward)
