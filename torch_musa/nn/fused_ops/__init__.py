@@ -5,9 +5,9 @@
     F.rms_norm / nn.RMSNorm on musa -> musa_fused::_fused_rmsnorm_forward/backward      (rms_norm.py)
     F.cross_entropy on 2-D musa logits -> the fused 2-D cross entropy                   (cross_entropy.py)
 
-Each is an op of the musa_fused library (schemas and host kernels in backend/fused_llm, the
-cuda driver's Triton kernels here; the cross entropy's CUDA kernels are in backend/fused_llm) with autograd and fake kernels, so it traces under
-torch.compile and torch.export; the fused RMSNorm has DTensor sharding rules (sharding.py).
+Each is an op of the musa_fused library (schemas, host kernels and the cuda driver's CUDA
+kernels in backend/fused_llm; RMSNorm's on the cuda driver are torch's own) with autograd and
+fake kernels, so it traces under torch.compile and torch.export; the fused RMSNorm has DTensor sharding rules (sharding.py).
 A name torch already has is never replaced. See docs/fused_ops.md.
 """
 
