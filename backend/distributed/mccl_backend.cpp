@@ -115,7 +115,7 @@ std::string describe(const int64_t* v) {
 template <class Opts>
 Opts MCCLBackend::library_options(const Opts& opts) const {
   Opts o = opts;
-  if (gloo_ || coalescing_) o.asyncOp = true;
+  if (coalescing_) o.asyncOp = true;  // (the block's end waits for its members' Works)
   return o;
 }
 
