@@ -21,6 +21,15 @@ def test_rope_matches_the_composition(dtype, interleaved, batch_first, mla, rot)
                       lambda a, f: ref.rope(a, f, interleaved, batch_first, mla), [x, freq], dtype, grad_of=[0])
 
 
+@pytest.mark.parametrize("interleaved,mla", [(False, False), (True, True)])
+def test_rope_wide_heads(interleaved, mla):
+    # a head wider than one block of the cuda driver's kernel (each thread takes several features)
+    torch.manual_seed(0)
+    x, freq = torch.randn(S, B, H, 320), torch.randn(S, 256) * 3
+    ref.check_fwd_bwd(lambda a, f: F.rope(a, f, interleaved, False, mla),
+                      lambda a, f: ref.rope(a, f, interleaved, False, mla), [x, freq], torch.float32, grad_of=[0])
+
+
 def test_module_and_torch_names(device):
     torch.manual_seed(1)
     x, freq = torch.randn(S, B, H, D), torch.randn(S, 1, 1, D)

@@ -9,7 +9,8 @@ from tests.nn import fused_reference as ref
 
 @pytest.mark.parametrize("dtype", ref.DTYPES)
 # (3, 64): halves in 16-byte packs for every dtype (the cuda driver's kernels); 24: for float32 only
-@pytest.mark.parametrize("shape", [(7, 24), (2, 5, 34), (3, 64)])
+# (2, 4160): several blocks, with rows ending inside a block
+@pytest.mark.parametrize("shape", [(7, 24), (2, 5, 34), (3, 64), (2, 4160)])
 def test_swish_glu_matches_the_composition(dtype, shape):
     torch.manual_seed(0)
     ref.check_fwd_bwd(F.swish_glu, ref.swish_glu, [torch.randn(shape) * 2], dtype)
