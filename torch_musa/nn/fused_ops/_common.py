@@ -22,7 +22,8 @@ def check_float(x: torch.Tensor, op: str, what: str) -> None:
 def cuda_impl(name: str, fn) -> None:
     """Registers fn as musa_fused::name's CUDA kernel, where torch is a CUDA build: the cuda
     driver's op layer delegates musa calls there (on CUDA aliases of the musa memory, on the
-    current musa stream). Triton loads on the first call."""
+    current musa stream). Used where the kernel is torch's own op (RMSNorm); the others are
+    registered in C++ (backend/fused_llm/*_cuda.cpp)."""
     global _cuda_lib
     if torch.version.cuda is None:
         return
