@@ -5,7 +5,7 @@
 //   backward: a (row, column chunk) grid, dx = exp(x - lse) * scale - [col == t] * scale.
 // Compiled ahead of time (not Triton): an eager F.cross_entropy is host-bound, and a JIT
 // kernel's launch costs a Triton front end on its first call and tens of microseconds each.
-// Only CUDA headers here; cross_entropy.cpp checks the arguments and allocates.
+// Only CUDA headers here; cross_entropy_cuda.cpp checks the arguments and allocates.
 #include "fused_llm/cross_entropy_kernels.h"
 
 #include <cuda_bf16.h>
