@@ -16,9 +16,9 @@ group and a native group beside it), alternating --alternations times (3) per op
 order flipped each time: a process's own speed (seen to move a world-1 call by 2x between processes on
 the H200) then applies to both sides. Its ratio is the median over rounds and alternations of each
 alternation's own musa/native ratio (the two batches timed back to back), not the ratio of the two
-sides' medians: a drift in the machine's speed within a round then cancels too. The floor column says whether the row meets the issue's floor: cuda driver
->= 0.95 at every size; host driver >= 0.95 from 1 MiB, >= 0.80 below. --ddp adds a DDP training step
-of a ~100M-parameter MLP (samples/s).
+sides' medians: a drift in the machine's speed within a round then cancels too. The floor column
+says whether the row meets the issue's floor: cuda driver >= 0.95 at every size; host driver >= 0.95
+from 1 MiB, >= 0.80 below. --ddp adds a DDP training step of a ~100M-parameter MLP (samples/s).
 """
 import argparse
 import json
