@@ -282,6 +282,21 @@ def test_op_without_lowering_falls_back_to_the_op_layer(device):
     assert "musa_test.scaled_cumprod" in code
 
 
+def test_complex_results_of_ops_whose_layout_depends_on_the_device(device):
+    # cuFFT's and the CUDA eig's result strides differ from the CPU's, which musa's trace
+    # assumes; on the cuda driver a compiled result must not need a complex copy kernel.
+    x = torch.randn(5, 6, 7, device=device)
+    m = torch.randn(5, 5, device=device)
+    fns = [lambda t: torch.fft.fft(t, n=10, dim=1, norm="ortho"), lambda t: torch.fft.rfft(t, dim=1),
+           lambda t: torch.fft.ifft(t, dim=0), lambda t: torch.linalg.eig(t)]
+    for f, arg in zip(fns, (x, x, x, m)):
+        torch._dynamo.reset()
+        want, got = f(arg), torch.compile(f)(arg)
+        torch.testing.assert_close(got, want)
+        for g, w in zip(got if isinstance(got, tuple) else [got], want if isinstance(want, tuple) else [want]):
+            assert g.device == w.device and g.stride() == w.stride()
+
+
 def test_random_ops_draw_from_the_musa_generator(device):
     # Seeded ops Inductor keeps as calls (multinomial, randperm; attention with dropout on GPUs)
     # run on musa, as eager: compiled draws equal eager's (torch.cuda's compiled fallbacks equal

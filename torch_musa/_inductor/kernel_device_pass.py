@@ -373,6 +373,8 @@ class KernelDevicePass(CustomGraphModulePass):
             return device if device is not None and device.type == _MUSA else None
 
         results = output.args[0] if len(output.args) == 1 else None
+        if gpu:
+            _complex_results_in_kernel_device_layout(output, fake_mode, on_musa)
         if _returns_through_wrapper(results):
             # The graph returns the kernel-device values themselves, as the kernel device's own
             # graph does, and the wrapper hands them over (MUSA_RESULTS_KEY). Inductor stores a
@@ -480,6 +482,53 @@ def _move_node_to_kernel_device(node: torch.fx.Node, kd_fake) -> None:
     node.kwargs = tree_map(_kernel_device_arg, node.kwargs)
     if "val" in node.meta:
         node.meta["val"] = tree_map(kd_fake, node.meta["val"])
+
+
+def _complex_results_in_kernel_device_layout(output: torch.fx.Node, fake_mode, on_musa: set) -> None:
+    """Gives each complex result of a kernel-device op the strides that op has on the kernel
+    device, as eager musa's result has.
+
+    Some meta functions choose strides by device (``_fft_r2c``/``_fft_c2c`` follow cuFFT's
+    layout on ``cuda``, ``linalg_eig``'s vectors are row-major there), and Dynamo traced
+    the musa graph with the other choice. Inductor makes a graph's result match its traced
+    strides (``original_output_strides``) with a copy kernel, and its GPU code generation has no complex types
+    (``KeyError: 'complex64'``). Real results keep their traced strides (the copy is
+    cheap there, and a backward graph reading them expects those strides)."""
+    def val(a: Any) -> Any:
+        return a.meta.get("val") if isinstance(a, torch.fx.Node) else a
+
+    def is_complex(v: Any) -> bool:
+        return isinstance(v, torch.Tensor) and v.is_complex()
+
+    results = output.args[0] if isinstance(output.args[0], (tuple, list)) else output.args
+    strides = output.meta.get("original_output_strides")
+    producers = {}
+    for result in output.all_input_nodes:
+        if result in on_musa or result.op != "call_function" or not is_complex(result.meta.get("val")):
+            continue
+        node, index = result, None
+        if result.target is operator.getitem and isinstance(result.args[0], torch.fx.Node):
+            node, index = result.args[0], result.args[1]
+        if node in on_musa or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        producers.setdefault(node, []).append((result, index))
+    for node, items in producers.items():
+        try:
+            with fake_mode:
+                value = node.target(*tree_map(val, node.args), **tree_map(val, node.kwargs))
+        except Exception as e:  # no fake kernel on the kernel device: keep the traced layout
+            _log.debug("kept the traced layout of %s: %s", node, e)
+            continue
+        for result, index in items:
+            new = value if index is None else value[index]
+            old = result.meta["val"]
+            if isinstance(new, torch.Tensor) and new.shape == old.shape and new.dtype == old.dtype:
+                result.meta["val"] = new
+                # Inductor matches a user-visible result to these, recorded before the pass.
+                if strides is not None:
+                    for i, a in enumerate(results):
+                        if a is result and i < len(strides) and strides[i] is not None:
+                            strides[i] = new.stride()
 
 
 def _musa_args(graph: torch.fx.Graph, node: torch.fx.Node, originals: dict) -> None:
