@@ -373,8 +373,7 @@ class KernelDevicePass(CustomGraphModulePass):
             return device if device is not None and device.type == _MUSA else None
 
         results = output.args[0] if len(output.args) == 1 else None
-        if gpu:
-            _complex_results_in_kernel_device_layout(output, fake_mode, on_musa)
+        _complex_results_in_kernel_device_layout(graph, output, fake_mode, on_musa)
         if _returns_through_wrapper(results):
             # The graph returns the kernel-device values themselves, as the kernel device's own
             # graph does, and the wrapper hands them over (MUSA_RESULTS_KEY). Inductor stores a
@@ -484,51 +483,61 @@ def _move_node_to_kernel_device(node: torch.fx.Node, kd_fake) -> None:
         node.meta["val"] = tree_map(kd_fake, node.meta["val"])
 
 
-def _complex_results_in_kernel_device_layout(output: torch.fx.Node, fake_mode, on_musa: set) -> None:
-    """Gives each complex result of a kernel-device op the strides that op has on the kernel
-    device, as eager musa's result has.
+def _complex_results_in_kernel_device_layout(graph: torch.fx.Graph, output: torch.fx.Node, fake_mode,
+                                             on_musa: set) -> None:
+    """Gives complex values of kernel-device ops the strides those ops have on the kernel
+    device, as eager musa's results have.
 
-    Some meta functions choose strides by device (``_fft_r2c``/``_fft_c2c`` follow cuFFT's
-    layout on ``cuda``, ``linalg_eig``'s vectors are row-major there), and Dynamo traced
-    the musa graph with the other choice. Inductor makes a graph's result match its traced
-    strides (``original_output_strides``) with a copy kernel, and its GPU code generation has no complex types
-    (``KeyError: 'complex64'``). Real results keep their traced strides (the copy is
-    cheap there, and a backward graph reading them expects those strides)."""
+    Some meta functions choose strides by device (``linalg_eig``'s vectors are row-major on
+    ``cuda``, the FFTs' layouts follow cuFFT there), and Dynamo traced the musa graph with
+    the other choice. Inductor makes a graph's result match its traced strides
+    (``original_output_strides``) with a copy kernel, and its GPU code generation has no
+    complex types (``KeyError: 'complex64'``). So each complex value is computed again on
+    the kernel device's fake tensors, in graph order (a view such as ``conj`` of an FFT
+    then gets the FFT's new layout), and the results' recorded strides follow. Real values
+    keep their traced strides: the copy is cheap there, and a backward graph reading them
+    expects those strides."""
     def val(a: Any) -> Any:
         return a.meta.get("val") if isinstance(a, torch.fx.Node) else a
 
-    def is_complex(v: Any) -> bool:
-        return isinstance(v, torch.Tensor) and v.is_complex()
+    def has_complex(v: Any) -> bool:
+        return any(isinstance(t, torch.Tensor) and t.is_complex() for t in (v if isinstance(v, (list, tuple)) else [v]))
 
-    results = output.args[0] if isinstance(output.args[0], (tuple, list)) else output.args
-    strides = output.meta.get("original_output_strides")
-    producers = {}
-    for result in output.all_input_nodes:
-        if result in on_musa or result.op != "call_function" or not is_complex(result.meta.get("val")):
+    def same_kind(old: Any, new: Any) -> bool:
+        if isinstance(old, torch.Tensor):
+            return isinstance(new, torch.Tensor) and new.shape == old.shape and new.dtype == old.dtype
+        if isinstance(old, (list, tuple)):
+            return isinstance(new, (list, tuple)) and len(new) == len(old) and all(map(same_kind, old, new))
+        return True
+
+    changed = False
+    for node in graph.nodes:
+        if node.op != "call_function" or node in on_musa or not has_complex(node.meta.get("val")):
             continue
-        node, index = result, None
-        if result.target is operator.getitem and isinstance(result.args[0], torch.fx.Node):
-            node, index = result.args[0], result.args[1]
-        if node in on_musa or not isinstance(node.target, torch._ops.OpOverload):
+        if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
+            parent = node.args[0].meta.get("val")
+            if isinstance(parent, (list, tuple)) and same_kind(node.meta["val"], parent[node.args[1]]):
+                node.meta["val"] = parent[node.args[1]]
             continue
-        producers.setdefault(node, []).append((result, index))
-    for node, items in producers.items():
+        if not isinstance(node.target, torch._ops.OpOverload):
+            continue
         try:
             with fake_mode:
                 value = node.target(*tree_map(val, node.args), **tree_map(val, node.kwargs))
         except Exception as e:  # no fake kernel on the kernel device: keep the traced layout
             _log.debug("kept the traced layout of %s: %s", node, e)
             continue
-        for result, index in items:
-            new = value if index is None else value[index]
-            old = result.meta["val"]
-            if isinstance(new, torch.Tensor) and new.shape == old.shape and new.dtype == old.dtype:
-                result.meta["val"] = new
-                # Inductor matches a user-visible result to these, recorded before the pass.
-                if strides is not None:
-                    for i, a in enumerate(results):
-                        if a is result and i < len(strides) and strides[i] is not None:
-                            strides[i] = new.stride()
+        if same_kind(node.meta["val"], value):
+            node.meta["val"] = value
+            changed = True
+    strides = output.meta.get("original_output_strides")
+    if changed and strides is not None:
+        # Inductor matches each user-visible result to these, recorded before the pass.
+        results = output.args[0] if isinstance(output.args[0], (tuple, list)) else output.args
+        for i, result in enumerate(results[:len(strides)]):
+            v = val(result) if isinstance(result, torch.fx.Node) else None
+            if strides[i] is not None and isinstance(v, torch.Tensor) and v.is_complex():
+                strides[i] = v.stride()
 
 
 def _musa_args(graph: torch.fx.Graph, node: torch.fx.Node, originals: dict) -> None:
