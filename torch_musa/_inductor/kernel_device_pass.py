@@ -47,7 +47,7 @@ import torch
 import torch.fx
 from torch._inductor.custom_graph_pass import CustomGraphModulePass
 from torch._subclasses.fake_tensor import unset_fake_temporarily
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_leaves, tree_map
 
 _log = logging.getLogger(__name__)
 _MUSA = "musa"
@@ -373,7 +373,7 @@ class KernelDevicePass(CustomGraphModulePass):
             return device if device is not None and device.type == _MUSA else None
 
         results = output.args[0] if len(output.args) == 1 else None
-        _complex_results_in_kernel_device_layout(graph, output, fake_mode, on_musa)
+        _complex_results_in_kernel_device_layout(graph, output, results, fake_mode, on_musa)
         if _returns_through_wrapper(results):
             # The graph returns the kernel-device values themselves, as the kernel device's own
             # graph does, and the wrapper hands them over (MUSA_RESULTS_KEY). Inductor stores a
@@ -483,8 +483,8 @@ def _move_node_to_kernel_device(node: torch.fx.Node, kd_fake) -> None:
         node.meta["val"] = tree_map(kd_fake, node.meta["val"])
 
 
-def _complex_results_in_kernel_device_layout(graph: torch.fx.Graph, output: torch.fx.Node, fake_mode,
-                                             on_musa: set) -> None:
+def _complex_results_in_kernel_device_layout(graph: torch.fx.Graph, output: torch.fx.Node, results: Any,
+                                             fake_mode, on_musa: set) -> None:
     """Gives complex values of kernel-device ops the strides those ops have on the kernel
     device, as eager musa's results have.
 
@@ -501,7 +501,7 @@ def _complex_results_in_kernel_device_layout(graph: torch.fx.Graph, output: torc
         return a.meta.get("val") if isinstance(a, torch.fx.Node) else a
 
     def has_complex(v: Any) -> bool:
-        return any(isinstance(t, torch.Tensor) and t.is_complex() for t in (v if isinstance(v, (list, tuple)) else [v]))
+        return any(isinstance(t, torch.Tensor) and t.is_complex() for t in tree_leaves(v))
 
     def same_kind(old: Any, new: Any) -> bool:
         if isinstance(old, torch.Tensor):
@@ -533,10 +533,9 @@ def _complex_results_in_kernel_device_layout(graph: torch.fx.Graph, output: torc
     strides = output.meta.get("original_output_strides")
     if changed and strides is not None:
         # Inductor matches each user-visible result to these, recorded before the pass.
-        results = output.args[0] if isinstance(output.args[0], (tuple, list)) else output.args
-        for i, result in enumerate(results[:len(strides)]):
-            v = val(result) if isinstance(result, torch.fx.Node) else None
-            if strides[i] is not None and isinstance(v, torch.Tensor) and v.is_complex():
+        for i, result in enumerate(results if isinstance(results, (tuple, list)) else (results,)):
+            v = val(result)
+            if i < len(strides) and strides[i] is not None and isinstance(v, torch.Tensor) and v.is_complex():
                 strides[i] = v.stride()
 
 
