@@ -122,12 +122,14 @@ at::Tensor CollectiveCall::alias(const at::Tensor& musa, Role role, bool writabl
 
 std::vector<at::Tensor> CollectiveCall::inout(std::vector<at::Tensor>& tensors) {
   std::vector<at::Tensor> r;
+  r.reserve(tensors.size());
   for (auto& t : tensors) r.push_back(alias(t, Role::kInOut, false));
   return r;
 }
 at::Tensor CollectiveCall::in(at::Tensor& tensor, bool writable) { return alias(tensor, Role::kIn, writable); }
 std::vector<at::Tensor> CollectiveCall::in(std::vector<at::Tensor>& tensors, bool writable) {
   std::vector<at::Tensor> r;
+  r.reserve(tensors.size());
   for (auto& t : tensors) r.push_back(alias(t, Role::kIn, writable));
   return r;
 }
@@ -139,6 +141,7 @@ std::vector<std::vector<at::Tensor>> CollectiveCall::in(std::vector<std::vector<
 at::Tensor CollectiveCall::out(at::Tensor& tensor) { return alias(tensor, Role::kOut, false); }
 std::vector<at::Tensor> CollectiveCall::out(std::vector<at::Tensor>& tensors) {
   std::vector<at::Tensor> r;
+  r.reserve(tensors.size());
   for (auto& t : tensors) r.push_back(alias(t, Role::kOut, false));
   return r;
 }
@@ -183,7 +186,11 @@ c10::intrusive_ptr<c10d::Work> CollectiveCall::run(c10::function_ref<c10::intrus
     }
     return work;
   }
-  return c10::make_intrusive<MCCLWork>(std::move(work), device_, std::move(outputs_), std::move(keep_alive_),
+  return c10::make_intrusive<MCCLWork>(std::move(work), device_,
+                                       std::vector<at::Tensor>(std::make_move_iterator(outputs_.begin()),
+                                                               std::make_move_iterator(outputs_.end())),
+                                       std::vector<at::Tensor>(std::make_move_iterator(keep_alive_.begin()),
+                                                               std::make_move_iterator(keep_alive_.end())),
                                        std::move(finish), rank_, type_);
 }
 

@@ -6,6 +6,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/FunctionRef.h>
+#include <c10/util/SmallVector.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <utility>
@@ -60,9 +61,11 @@ class CollectiveCall {
   c10::DeviceIndex device_ = -1;
   double divide_by_ = 0;
   int64_t sent_bytes_ = 0;  // bytes of the tensors this rank contributes (inputs, in-out tensors)
-  std::vector<at::Tensor> outputs_;     // the caller's musa tensors that receive results
-  std::vector<at::Tensor> written_;     // musa tensors the library writes (outputs or their staging)
-  std::vector<at::Tensor> keep_alive_;  // every musa tensor the call touches
+  // Inline storage: most calls have one or two tensors, and these run on every latency-bound
+  // collective (no heap allocation for them).
+  c10::SmallVector<at::Tensor, 2> outputs_;     // the caller's musa tensors that receive results
+  c10::SmallVector<at::Tensor, 2> written_;     // musa tensors the library writes (outputs or their staging)
+  c10::SmallVector<at::Tensor, 4> keep_alive_;  // every musa tensor the call touches
   std::vector<std::pair<at::Tensor, at::Tensor>> copy_back_;  // (original, staging): non-contiguous or widened outputs
 };
 
