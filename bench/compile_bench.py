@@ -217,11 +217,11 @@ _AOTI_DIR = "COMPILE_BENCH_AOTI_DIR"
 
 
 def _libstdcxx_global():
-    """On the GPU machines' toolchain (g++ 13, torch 2.11), a package's library binds libstdc++'s
-    template statics to its own weak copies unless libstdc++ is in the global symbol scope, and
-    ``aoti_load_package`` then dies with SIGSEGV, CPU and CUDA packages alike. torch_musa's import
-    promotes libstdc++ (torch_musa/__init__.py); the native side does the same, so both sides load
-    their packages alike."""
+    """On the GPU machines (g++ 13, torch 2.11) ``aoti_load_package`` died with SIGSEGV in a
+    process without torch_musa, for CPU and CUDA packages alike; with torch_musa imported, the same
+    packages loaded and matched eager. torch_musa's import puts libstdc++ in the global symbol
+    scope (torch_musa/__init__.py says why), the likely difference, so the native side does that
+    too before loading: both sides then load their packages alike."""
     import ctypes
 
     try:
