@@ -217,11 +217,11 @@ _AOTI_DIR = "COMPILE_BENCH_AOTI_DIR"
 
 
 def _libstdcxx_global():
-    """On the GPU machines (g++ 13, torch 2.11) ``aoti_load_package`` died with SIGSEGV in a
-    process without torch_musa, for CPU and CUDA packages alike; with torch_musa imported, the same
-    packages loaded and matched eager. torch_musa's import puts libstdc++ in the global symbol
-    scope (torch_musa/__init__.py says why), the likely difference, so the native side does that
-    too before loading: both sides then load their packages alike."""
+    """On the GPU machines (g++ 13, torch 2.11) ``aoti_load_package`` dies with SIGSEGV in a
+    process without torch_musa, for CPU and CUDA packages alike, unless libstdc++ is in the global
+    symbol scope first (tried alone on an H100, torch_musa hidden: the package then loads and
+    matches eager). torch_musa's import does that (torch_musa/__init__.py says why), so the native
+    side does it too: both sides then load their packages alike."""
     import ctypes
 
     try:
