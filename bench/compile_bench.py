@@ -22,8 +22,9 @@ runs; each cell's table prints as soon as its rounds end, so a cut-off run keeps
           loads it in a fresh process and times it. A side that fails prints its error's first
           line in the table.
 --quick shortens the timed loops and the decode run (GPU: cache 128 and 32 tokens a loop instead of
-512 and 128); --rounds sets the alternating rounds. The GPU figures for issue #29 in one 10-minute call:
-    TORCH_MUSA_DRIVER=cuda timeout 590 python3 bench/compile_bench.py --cells decode,aoti --rounds 3
+512 and 128); --rounds sets the alternating rounds. On an H100 the aoti cell takes about 6.5 minutes
+(two cold GPT package compiles, then six loads), so give it its own 10-minute device call:
+    TORCH_MUSA_DRIVER=cuda timeout 590 python3 bench/compile_bench.py --cells aoti --rounds 3
 
 Each cell of each side runs in its own child process, alternating native/musa round by round;
 the native side never loads torch_musa (pytorch/pytorch#161129). Medians of the rounds are printed.
