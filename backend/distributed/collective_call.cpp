@@ -3,6 +3,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <string>
@@ -120,18 +121,19 @@ at::Tensor CollectiveCall::alias(const at::Tensor& musa, Role role, bool writabl
   return at::Tensor(std::move(impl));
 }
 
-std::vector<at::Tensor> CollectiveCall::inout(std::vector<at::Tensor>& tensors) {
+std::vector<at::Tensor> CollectiveCall::aliases(std::vector<at::Tensor>& tensors, Role role, bool writable) {
   std::vector<at::Tensor> r;
   r.reserve(tensors.size());
-  for (auto& t : tensors) r.push_back(alias(t, Role::kInOut, false));
+  for (auto& t : tensors) r.push_back(alias(t, role, writable));
   return r;
+}
+
+std::vector<at::Tensor> CollectiveCall::inout(std::vector<at::Tensor>& tensors) {
+  return aliases(tensors, Role::kInOut, false);
 }
 at::Tensor CollectiveCall::in(at::Tensor& tensor, bool writable) { return alias(tensor, Role::kIn, writable); }
 std::vector<at::Tensor> CollectiveCall::in(std::vector<at::Tensor>& tensors, bool writable) {
-  std::vector<at::Tensor> r;
-  r.reserve(tensors.size());
-  for (auto& t : tensors) r.push_back(alias(t, Role::kIn, writable));
-  return r;
+  return aliases(tensors, Role::kIn, writable);
 }
 std::vector<std::vector<at::Tensor>> CollectiveCall::in(std::vector<std::vector<at::Tensor>>& lists, bool writable) {
   std::vector<std::vector<at::Tensor>> r;
@@ -140,10 +142,7 @@ std::vector<std::vector<at::Tensor>> CollectiveCall::in(std::vector<std::vector<
 }
 at::Tensor CollectiveCall::out(at::Tensor& tensor) { return alias(tensor, Role::kOut, false); }
 std::vector<at::Tensor> CollectiveCall::out(std::vector<at::Tensor>& tensors) {
-  std::vector<at::Tensor> r;
-  r.reserve(tensors.size());
-  for (auto& t : tensors) r.push_back(alias(t, Role::kOut, false));
-  return r;
+  return aliases(tensors, Role::kOut, false);
 }
 std::vector<std::vector<at::Tensor>> CollectiveCall::out(std::vector<std::vector<at::Tensor>>& lists) {
   std::vector<std::vector<at::Tensor>> r;
@@ -186,11 +185,11 @@ c10::intrusive_ptr<c10d::Work> CollectiveCall::run(c10::function_ref<c10::intrus
     }
     return work;
   }
-  return c10::make_intrusive<MCCLWork>(std::move(work), device_,
-                                       std::vector<at::Tensor>(std::make_move_iterator(outputs_.begin()),
-                                                               std::make_move_iterator(outputs_.end())),
-                                       std::vector<at::Tensor>(std::make_move_iterator(keep_alive_.begin()),
-                                                               std::make_move_iterator(keep_alive_.end())),
+  // MCCLWork keeps them as std::vectors; only calls that return a Work pay for the move.
+  auto moved = [](auto& small) {
+    return std::vector<at::Tensor>(std::make_move_iterator(small.begin()), std::make_move_iterator(small.end()));
+  };
+  return c10::make_intrusive<MCCLWork>(std::move(work), device_, moved(outputs_), moved(keep_alive_),
                                        std::move(finish), rank_, type_);
 }
 

@@ -50,6 +50,7 @@ class CollectiveCall {
  private:
   enum class Role { kIn, kInOut, kOut };
   at::Tensor alias(const at::Tensor& musa, Role role, bool writable);
+  std::vector<at::Tensor> aliases(std::vector<at::Tensor>& tensors, Role role, bool writable);
   void check(const at::Tensor& t);
   at::ScalarType library_dtype(at::ScalarType dtype) const;
 
