@@ -362,7 +362,8 @@ def _pr_musa_queue_depth(self, events):
 
     launches = sorted((e for e in events if is_launch(e)), key=lambda x: x.start_ns())
     kernels = sorted((e for e in events if is_kernel(e)), key=lambda x: x.start_ns())
-    self.cuda_events = sorted(launches + kernels, key=lambda x: x.start_ns())
+    # musa_events is the name torch_musa programs read (torch.musa's for torch.cuda's cuda_events)
+    self.cuda_events = self.musa_events = sorted(launches + kernels, key=lambda x: x.start_ns())
 
     kernel_mapping = {}
     last_mapped_kernel = 0
@@ -402,10 +403,12 @@ def _pr_wrap_compute_queue_depth(torch_fn):
         counts CUDA's cudaLaunchKernel calls and DeviceType.CUDA kernels only: for a profile with
         musa device events, the queue depth of musa's launches (musaLaunchKernel) and musa kernels
         instead, so idle time and get_optimizable_events work on musa. Any other profile goes to
-        torch's function unchanged."""
+        torch's function unchanged (and its ``musa_events`` is empty, as ``cuda_events`` is on a
+        profile without CUDA's)."""
         results = getattr(self.profile, "kineto_results", None)
         events = results.events() if results is not None else ()
         if not _pr_is_musa_profile(events):
+            self.musa_events = []
             return torch_fn(self)
         return _pr_musa_queue_depth(self, events)
 
@@ -422,11 +425,36 @@ def _pr_install_utils(module) -> None:
     owner.compute_queue_depth = _pr_wrap_compute_queue_depth(owner.compute_queue_depth)
 
 
+def _pr_wrap_fp16_dim_match(torch_fn):
+    @_functools.wraps(torch_fn)
+    def match(self, event) -> bool:
+        """Wraps torch.profiler._pattern_matcher.MatMulDimInFP16Pattern.match (torch 2.11-2.14),
+        which takes every event named aten::mm/bmm/addmm for a torch op and asserts so. On CUDA the
+        device events carry kernel names; musa's host-driver device events carry the name of the
+        aten op that launched them. Such a device event (a Kineto event named "aten::...") is not a
+        torch op, so it does not match; every other event goes to torch's match."""
+        from torch._C._profiler import _EventType
+
+        if event.tag == _EventType.Kineto and event.name.startswith("aten::"):
+            return False
+        return torch_fn(self, event)
+
+    return match
+
+
+def _pr_install_patterns(module) -> None:
+    owner = getattr(module, "MatMulDimInFP16Pattern", None)
+    if owner is not None:
+        _wrap_once(_pr_originals, owner, "MatMulDimInFP16Pattern", "match", _pr_wrap_fp16_dim_match)
+
+
 def install_profiler() -> None:
-    """Installs the profiler wrappers when torch.profiler._utils loads, or at once if it has."""
+    """Installs the profiler wrappers when torch.profiler._utils / _pattern_matcher load, or at
+    once if they have."""
     from torch_musa._import_hooks import after_import
 
     after_import("torch.profiler._utils", _pr_install_utils)
+    after_import("torch.profiler._pattern_matcher", _pr_install_patterns)
 
 
 # ============================================================================================
@@ -705,6 +733,51 @@ def install_kernel_regions() -> None:
 # ============================================================================================
 
 
+# ============================================================================================
+# BEGIN SECTION: legacy names (Tensor.type("torch_musa.XTensor"), torch.set_autocast_enabled(bool))
+# ============================================================================================
+_ln_originals: dict = {}
+_LN_PREFIX = "torch_musa."
+
+
+def _ln_wrap_tensor_type(torch_fn):
+    @_functools.wraps(torch_fn)
+    def type(self, *args, **kwargs):
+        """Adapts torch.Tensor.type (torch 2.11-2.15): torch parses type names by backend
+        prefix ("torch.musa.FloatTensor"), and torch_musa programs also name the classes by
+        the package ("torch_musa.FloatTensor", the same classes). Only such names are rewritten."""
+        if args and isinstance(args[0], str) and args[0].startswith(_LN_PREFIX):
+            args = ("torch.musa." + args[0][len(_LN_PREFIX):],) + args[1:]
+        elif isinstance(kwargs.get("dtype"), str) and kwargs["dtype"].startswith(_LN_PREFIX):
+            kwargs["dtype"] = "torch.musa." + kwargs["dtype"][len(_LN_PREFIX):]
+        return torch_fn(self, *args, **kwargs)
+
+    return type
+
+
+def _ln_wrap_set_autocast_enabled(torch_fn):
+    @_functools.wraps(torch_fn)
+    def set_autocast_enabled(*args, **kwargs):
+        """Adapts torch.set_autocast_enabled (torch 2.11-2.15): the legacy form without a device
+        type sets CUDA's autocast; torch_musa programs call it for musa, the machine's GPU. It
+        still sets CUDA's (torch's behaviour), and musa's with it. Calls naming a device are torch's."""
+        torch_fn(*args, **kwargs)
+        if len(args) + len(kwargs) == 1 and "device_type" not in kwargs:
+            torch_fn("musa", *args, **kwargs)
+
+    return set_autocast_enabled
+
+
+def install_legacy_names() -> None:
+    _wrap_once(_ln_originals, _torch.Tensor, "torch.Tensor", "type", _ln_wrap_tensor_type)
+    _wrap_once(_ln_originals, _torch, "torch", "set_autocast_enabled", _ln_wrap_set_autocast_enabled)
+
+
+# ============================================================================================
+# END SECTION: legacy names
+# ============================================================================================
+
+
 def install() -> None:
     """Installs every section's wrappers; torch_musa calls this at import (each installer is
     idempotent and cheap: it wraps modules ``import torch`` has loaded, or hooks their import)."""
@@ -714,3 +787,4 @@ def install() -> None:
     install_distributed()
     install_graph_trees()
     install_kernel_regions()
+    install_legacy_names()

@@ -95,7 +95,7 @@ def test_mudnn_flags_are_the_convolution_settings(device):
     with pytest.raises(TypeError, match="must be a bool"):
         mudnn.allow_tf32 = 1
     version = mudnn.version()
-    assert version is None if torch.musa.get_driver_name() == "host" else isinstance(version, int)
+    assert isinstance(version, int) and version >= 3000  # the muDNN level of musa's features (MLA RoPE)
     # Convolutions read these flags and still match the CPU.
     x, w = torch.randn(1, 3, 8, 8), torch.randn(4, 3, 3, 3)
     torch.testing.assert_close(torch.nn.functional.conv2d(x.to(device), w.to(device)).cpu(),

@@ -84,3 +84,145 @@ def test_event_reductions_register_with_forking_pickler():
 
     reductions.init_reductions()
     assert ForkingPickler._extra_reducers[torch.musa.Event] is reductions.reduce_event
+
+
+# --- the module surface Moore Threads' torch_musa programs use (scripts/check_module_surface.py) ---
+import os  # noqa: E402
+import sys  # noqa: E402
+
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(_REPO, "scripts"))
+import check_module_surface as surface  # noqa: E402
+
+with open(os.path.join(os.path.dirname(__file__), "module_surface.txt")) as _fh:
+    _REFERENCES = [line.strip() for line in _fh if line.strip() and not line.startswith("#")]
+
+
+def test_every_referenced_module_path_and_name_resolves():
+    missing = {}
+    for ref in _REFERENCES:
+        try:
+            surface.resolve(ref)
+        except Exception as e:  # noqa: BLE001
+            missing[ref] = f"{type(e).__name__}: {e}"
+    assert set(missing) == set(surface.KNOWN_MISSING), missing
+
+
+def test_resolve_names_what_is_missing():
+    assert surface.resolve("torch_musa.testing.OpTest") is torch.musa.testing.OpTest
+    with pytest.raises(AttributeError, match="torch_musa.core.no_such_name: no such attribute or module"):
+        surface.resolve("torch_musa.core.no_such_name")
+
+
+def test_get_musa_arch_is_device_0s_capability(monkeypatch):
+    from torch_musa.core._utils import _get_musa_arch
+
+    monkeypatch.delenv("TORCH_MUSA_ARCH", raising=False)
+    major, minor = torch.musa.get_device_capability(0)
+    assert _get_musa_arch() == major * 10 + minor
+    monkeypatch.setenv("TORCH_MUSA_ARCH", "31")
+    assert _get_musa_arch() == 31 and torch.musa.testing.get_musa_arch() == 31
+    monkeypatch.setenv("TORCH_MUSA_ARCH", "abc")
+    with pytest.raises(ValueError, match="TORCH_MUSA_ARCH='abc' is not a musa architecture; set one of 21, 22, 31"):
+        _get_musa_arch()
+
+
+def test_op_test_compares_musa_with_cpu(device):
+    from torch_musa import testing
+
+    x, y = torch.randn(4, 5, requires_grad=True), torch.randn(4, 5)
+    test = testing.OpTest(func=torch.add, input_args={"input": x, "other": y})
+    test.check_result()
+    test.check_out_ops()
+    test.check_grad_fn()
+    test.check_result(train=True)
+    # A musa result that differs from the reference fails, naming the error.
+    wrong = testing.OpTest(func=torch.add, refer_func=torch.sub, input_args={"input": x, "other": y})
+    with pytest.raises(AssertionError, match="elements differ; max abs error"):
+        wrong.check_result()
+    # A module class is built with the same seed on each device; gradients of weights compared.
+    layer = testing.OpTest(func=torch.nn.Linear, input_args={"in_features": 5, "out_features": 3},
+                           test_dtype=torch.float32, comparators=testing.DefaultComparator(abs_diff=1e-5))
+    layer.check_result({"input": torch.randn(2, 5, requires_grad=True)}, train=True)
+
+
+def test_inplace_check_and_comparators(device):
+    from torch_musa import testing
+
+    check = testing.InplaceOpChek("mul_", torch.randn(3, 4), {"other": torch.randn(3, 4)})
+    check.check_address()
+    check.check_res()
+    a = torch.tensor([1.0, 2.0, float("nan")])
+    assert testing.DefaultComparator(equal_nan=True)(a.to(device), a)
+    assert not testing.DefaultComparator()(a.to(device), a)  # NaN != NaN unless asked
+    assert testing.AbsDiffComparator(1e-3)(a[:2] + 1e-4, a[:2]) and not testing.AbsDiffComparator(1e-5)(a[:2] + 1e-4, a[:2])
+    assert testing.RelDiffComparator(1e-2)(a[:2] * 1.001, a[:2]) and not testing.RelDiffComparator(1e-4)(a[:2] * 1.001, a[:2])
+    assert testing.BooleanComparator()(torch.tensor([True, False]), torch.tensor([True, False]))
+    assert not testing.DefaultComparator()(torch.ones(2), torch.ones(3))  # shapes differ
+
+
+def test_testing_helpers(device):
+    from torch_musa import testing
+
+    ip, port = testing.gen_ip_port()
+    assert ip.startswith("127.") and len(ip.split(".")) == 4 and 10000 <= int(port) < 32768
+    assert testing.MULTIGPU_AVAILABLE == (torch.musa.device_count() >= 2)
+    assert torch.bfloat16 in testing.get_float_types() or testing.get_musa_arch() < 22
+    with testing.freeze_rng_state():
+        first = torch.rand(3, device=device)
+    assert torch.equal(torch.rand(3, device=device), first)  # the state was restored
+    calls = []
+    testing.test_on_nonzero_card_if_multiple_musa_device(1)(lambda: calls.append(torch.musa.current_device()))()
+    assert calls == ([1, 0] if testing.MULTIGPU_AVAILABLE else [0])
+
+
+def test_mudnn_version_is_the_feature_level_of_mla_rope():
+    assert torch.backends.mudnn.version() == torch.backends.mudnn._FEATURE_LEVEL >= 3000
+
+
+def test_tensor_type_accepts_torch_musa_names(device):
+    for name, dtype in (("ByteTensor", torch.uint8), ("FloatTensor", torch.float32), ("BoolTensor", torch.bool)):
+        t = torch.arange(6).type(f"torch_musa.{name}")
+        assert t.device.type == "musa" and t.dtype == dtype
+        assert torch.equal(t.cpu(), torch.arange(6).type(f"torch.{name}"))
+        assert t.type() == f"torch.musa.{name}"
+    with pytest.raises(ValueError, match="invalid type"):
+        torch.arange(3).type("torch_musa.NoSuchTensor")
+
+
+def test_set_autocast_enabled_without_device_sets_musa():
+    try:
+        torch.set_autocast_enabled(True)
+        assert torch.is_autocast_enabled("musa") and torch.is_autocast_enabled()  # cuda's too, as torch
+        torch.set_autocast_enabled("musa", False)
+        assert not torch.is_autocast_enabled("musa") and torch.is_autocast_enabled("cuda")
+    finally:
+        torch.set_autocast_enabled(False)
+    assert not torch.is_autocast_enabled("musa") and not torch.is_autocast_enabled()
+
+
+def test_ext_loader_loads_the_multi_tensor_kernels(device):
+    from torch_musa.utils import ext_loader
+
+    ext = ext_loader.load_ext("_ext", ["multi_tensor_l2norm", "multi_tensor_lamb"])
+    with pytest.raises(AttributeError, match="torch_musa._ext lacks no_such_kernel"):
+        ext_loader.load_ext("_ext", "no_such_kernel")
+    with pytest.raises(ImportError, match="torch_musa has no extension module '_nope'"):
+        ext_loader.load_ext("_nope")
+    # One LAMB step (decoupled decay, clipping at norm 1) against the per-tensor formula on CPU.
+    torch.manual_seed(0)
+    ps, gs = [torch.randn(4, 3), torch.randn(5)], [torch.randn(4, 3), torch.randn(5)]
+    lr, b1, b2, eps, wd = 0.1, 0.9, 0.99, 1e-6, 0.01
+    gnorm = torch.linalg.vector_norm(torch.cat([g.flatten() for g in gs]))
+    expected = []
+    for p, g in zip(ps, gs):
+        g = g / gnorm  # clipped to norm 1
+        m, v = (1 - b1) * g, (1 - b2) * g * g
+        u = (m / (1 - b1)) / ((v / (1 - b2)).sqrt() + eps) + wd * p
+        expected.append(p - lr * (p.norm() / u.norm()) * u)
+    mp, mg = [p.to(device) for p in ps], [g.to(device) for g in gs]
+    mm, mv = [torch.zeros_like(p) for p in mp], [torch.zeros_like(p) for p in mp]
+    flag = torch.zeros(1, dtype=torch.int, device=device)
+    ext.multi_tensor_lamb(2048, flag, [mg, mp, mm, mv], lr, b1, b2, eps, 1, True, wd, True, 1, gnorm.item(), 1.0)
+    for got, want in zip(mp, expected):
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-6)

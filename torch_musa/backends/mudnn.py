@@ -25,12 +25,18 @@ def is_available() -> bool:
     return torch.musa.is_available()
 
 
+# The muDNN level whose features musa's ops provide, on every driver: torch_musa's sources gate
+# features on muDNN versions (2800, 3000: multi-latent-attention RoPE, 3100: fused-bias
+# convolution and graph-captured dropout seeds, kernel choices with the same results), and
+# programs do too (`mudnn.version() >= 3000` enables MLA RoPE tests). musa's RoPE implements
+# MLA (torch_musa/nn/fused_ops/rope.py), so it reports 3000.
+_FEATURE_LEVEL = 3000
+
+
 def version():
-    """The convolution library's version: cuDNN's on the cuda driver; None on the host driver,
-    whose convolutions are ATen's CPU kernels (no library)."""
-    if not is_available() or torch.musa.get_driver_name() == "host":
-        return None
-    return torch.backends.cudnn.version()
+    """The muDNN feature level musa provides (an int, as torch_musa's ``version()``), or None
+    when no musa device is available (as torch.backends.cudnn.version() without cuDNN)."""
+    return _FEATURE_LEVEL if is_available() else None
 
 
 def set_flags(_enabled=None, _benchmark=None, _deterministic=None, _allow_tf32=None):

@@ -1,4 +1,5 @@
 """``torch_musa.core._utils``: device-index helpers torch_musa programs and extensions call."""
+import os
 from typing import Any, Union
 
 import torch
@@ -43,4 +44,26 @@ def _dummy_type(name: str) -> type:
     return type(name, (object,), {"__init__": _raise, "__new__": _raise})
 
 
-__all__ = ["DeviceUnion", "_get_musa_device_index", "_dummy_type"]
+# The architectures torch_musa's tests accept in TORCH_MUSA_ARCH (MTT S80 21, S4000 22, S5000 31).
+_KNOWN_ARCHES = (21, 22, 31)
+
+
+def _get_musa_arch() -> int:
+    """The musa architecture as ``major * 10 + minor`` of device 0's compute capability
+    (tests gate dtypes on it, e.g. bfloat16 from 22). ``TORCH_MUSA_ARCH`` overrides it, so a
+    machine without a device can still pick a test matrix."""
+    override = os.environ.get("TORCH_MUSA_ARCH")
+    if override is not None:
+        if not override.strip().isdigit() or int(override) not in _KNOWN_ARCHES:
+            raise ValueError(f"TORCH_MUSA_ARCH={override!r} is not a musa architecture; set one of "
+                             f"{', '.join(map(str, _KNOWN_ARCHES))} or unset it to read device 0's")
+        return int(override)
+    if not torch.musa.is_available():
+        raise RuntimeError("no musa device to read the architecture from (torch.musa.is_available() "
+                           "is False); set TORCH_MUSA_ARCH to one of "
+                           f"{', '.join(map(str, _KNOWN_ARCHES))}")
+    major, minor = torch.musa.get_device_capability(0)
+    return major * 10 + minor
+
+
+__all__ = ["DeviceUnion", "_get_musa_device_index", "_dummy_type", "_get_musa_arch"]

@@ -7,6 +7,7 @@ from .._device import (  # noqa: F401
 )
 from .._device import device as Device  # noqa: F401
 from .._device import device_of as DeviceOf  # noqa: F401
+from ._utils import _get_musa_device_index  # noqa: F401  (torch_musa.core.memory imports it from here)
 
 __all__ = [
     "Device", "DeviceOf", "can_device_access_peer", "current_device", "device_count", "get_device_capability",
