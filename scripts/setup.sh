@@ -23,5 +23,8 @@ TORCH_VERSION=$($PY -c "from importlib.metadata import version; print(version('t
 $PY -m pip install -q "torch==${TORCH_VERSION}" numpy ninja cmake expecttest pytest pytest-timeout libcst tqdm
 # torchao's float8 training runs on musa too; its interop test needs it (no deps: never a second torch).
 $PY -m pip install -q --no-deps torchao || echo "setup: torchao not installed; its float8 interop test will be skipped"
+# The Hugging Face programs' tests (tests/integrations) run these libraries unmodified on musa.
+$PY -m pip install -q "torch==${TORCH_VERSION}" transformers accelerate peft diffusers ||
+  echo "setup: the Hugging Face libraries were not installed; tests/integrations will be skipped"
 $PY -m pip install -q --no-build-isolation -e .
 $PY -c "import torch; print('torch_musa ready:', torch.musa.device_count(), 'musa device(s), driver', torch.musa.get_driver_name())"

@@ -31,8 +31,30 @@ cudaStreamCaptureMode cuda_mode(musaStreamCaptureMode mode) {
   }
 }
 
+// ATen's CUDAGraph marks CUDA's default generator as capturing when the
+// capture begins and unmarks it only when cudaStreamEndCapture succeeds. A
+// capture that fails (an invalidated capture, an error inside it, a graph
+// dropped mid-capture) left the mark, and from then on every random op
+// outside capture failed ("Offset increment outside graph capture
+// encountered unexpectedly"), natively too. After such a capture the
+// default generator gets a fresh state at the same seed and offset.
+void release_generator_from_capture(c10::DeviceIndex cuda_index) {
+  at::Generator gen = at::cuda::detail::getDefaultCUDAGenerator(cuda_index);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  at::Generator fresh = at::make_generator<at::CUDAGeneratorImpl>(cuda_index);
+  fresh.set_current_seed(gen.current_seed());
+  fresh.set_offset(gen.get_offset());
+  gen.graphsafe_set_state(fresh);
+}
+
 class CudaEngine final : public CaptureEngine {
  public:
+  ~CudaEngine() override {
+    try {
+      abandoned();
+    } catch (...) {
+    }
+  }
   unsigned long long begin(c10::Stream stream, musaStreamCaptureMode mode) override {
     auto cs = cuda_stream_of(stream);
     c10::cuda::CUDAStreamGuard on_stream(cs);
@@ -41,7 +63,13 @@ class CudaEngine final : public CaptureEngine {
 #if TORCH_MUSA_CUDA_GRAPH_REGISTERS_GENERATORS
     graph_->register_generator_state(at::cuda::detail::getDefaultCUDAGenerator(cs.device_index()));
 #endif
-    graph_->capture_begin({0, 0}, cuda_mode(mode));
+    open_device_ = cs.device_index();
+    try {
+      graph_->capture_begin({0, 0}, cuda_mode(mode));
+    } catch (...) {
+      abandoned();
+      throw;
+    }
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
     unsigned long long id = 0;
     C10_CUDA_CHECK(cudaStreamGetCaptureInfo(cs.stream(), &status, &id));
@@ -53,8 +81,10 @@ class CudaEngine final : public CaptureEngine {
       graph_->capture_end();
     } catch (const c10::Error& e) {
       graph_.reset();
+      abandoned();
       TORCH_CHECK(false, "the MUSA graph capture failed: ", e.what_without_backtrace());
     }
+    open_device_ = -1;
   }
   void instantiate() override { graph_->instantiate(); }
   void launch(c10::Stream stream, std::optional<uint64_t> seed) override {
@@ -77,13 +107,25 @@ class CudaEngine final : public CaptureEngine {
     }
     gen.set_state(saved);
   }
-  void reset() override { graph_.reset(); }
+  void reset() override {
+    graph_.reset();
+    abandoned();
+  }
   void debug_dump(const std::string& path) override {
     C10_CUDA_CHECK(cudaGraphDebugDotPrint(graph_->raw_cuda_graph(), path.c_str(), cudaGraphDebugDotFlagsVerbose));
   }
 
  private:
+  // A capture that began and did not end: its generator mark is released.
+  void abandoned() {
+    if (open_device_ < 0) return;
+    c10::DeviceIndex device = open_device_;
+    open_device_ = -1;
+    release_generator_from_capture(device);
+  }
+
   std::unique_ptr<at::cuda::CUDAGraph> graph_;
+  c10::DeviceIndex open_device_ = -1;  // the CUDA device of a capture underway
 };
 
 struct Registrar {

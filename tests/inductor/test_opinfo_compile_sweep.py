@@ -7,6 +7,9 @@ prints the failures).
 import os
 
 from tests.inductor import opinfo_compile_sweep
+from tests.requirements import needs_expecttest
+
+pytestmark = needs_expecttest
 
 MIN_PASS_RATE = 0.90
 

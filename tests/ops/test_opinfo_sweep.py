@@ -14,6 +14,9 @@ import pytest
 import torch
 
 from tests.ops import opinfo_sweep
+from tests.requirements import needs_expecttest
+
+pytestmark = needs_expecttest
 
 MIN_PASS_RATE = 0.97
 

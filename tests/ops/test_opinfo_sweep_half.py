@@ -6,6 +6,9 @@ of the full 5-sample sweeps (`python3 -m tests.ops.opinfo_sweep --dtype float16`
 import pytest
 
 from tests.ops import opinfo_sweep
+from tests.requirements import needs_expecttest
+
+pytestmark = needs_expecttest
 
 MIN_PASS_RATE = 0.95
 
