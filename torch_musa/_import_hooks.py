@@ -30,10 +30,6 @@ class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):
         if fullname not in _pending:
             return None
-        with _lock:
-            fns = _pending.pop(fullname, None)
-        if fns is None:
-            return None
         spec = None
         for finder in list(sys.meta_path):
             if finder is self:
@@ -46,9 +42,14 @@ class _Finder(importlib.abc.MetaPathFinder):
             return spec
         run_module = spec.loader.exec_module
 
+        # The hooks are taken when the module executes, not here: importlib.util.find_spec
+        # (a version gate probing for the module) finds a spec that never loads.
         def exec_module(module):
             run_module(module)
-            _run(fns, module)
+            with _lock:
+                fns = _pending.pop(fullname, None)
+            if fns:
+                _run(fns, module)
 
         spec.loader.exec_module = exec_module
         return spec

@@ -428,6 +428,49 @@ def test_memory_profiler_categorizes_musa_tensors(device):
         assert musa_counts.get(cat) == native_counts.get(cat), (cat, musa_counts, native_counts)
 
 
+def op_categories(device):
+    """Each torch op of a small SGD step (torch's memory-profiler e2e step), with the categories the
+    memory profiler gives its input tensors over the step, in op order."""
+    from torch._C._profiler import _EventType, _TensorMetadata
+    from torch.profiler._memory_profiler import TensorKey
+    from torch.utils._pytree import tree_flatten
+
+    w = [torch.ones(1, device=device, requires_grad=True) for _ in range(2)]
+    opt = torch.optim.SGD(w, lr=0.1, foreach=False)  # (the CPU's default: the same ops on both)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.PrivateUse1] if torch.device(device).type == "musa" else [])
+    with profile(activities=acts, profile_memory=True, record_shapes=True, with_stack=True) as prof:
+        x = torch.ones(2, 2, device=device)
+        y = torch.cat([x * w[0], x * w[1]], dim=1)
+        torch.nn.functional.binary_cross_entropy_with_logits(y, torch.ones(2, 4, device=device)).backward()
+        opt.step()
+        opt.zero_grad()
+    mp = prof._memory_profile()
+    cats = {}
+    for (key, _), cat in sorted(mp._category_snapshot().items(), key=lambda kv: kv[0][1]):
+        name = cat.name if cat else "???"
+        if cats.setdefault(key, [name])[-1] != name:
+            cats[key].append(name)
+    rows = []
+    for op in mp._op_tree.dfs():
+        if op.typed[0] == _EventType.TorchOp:
+            keys = [TensorKey.from_tensor(t) for t in tree_flatten(op.typed[1].inputs)[0]
+                    if isinstance(t, _TensorMetadata)]
+            rows.append((op.name, tuple("/".join(cats.get(k, ["???"])) for k in keys if k)))
+    return rows
+
+
+def test_memory_profiler_categorizes_each_op_as_on_the_cpu(device):
+    musa, cpu = op_categories(device), op_categories("cpu")
+    # The op layer records the musa op, not the CPU kernel's own sub-ops inside it: musa's ops are
+    # the CPU's in the same order, less those, with the same categories.
+    it = iter(cpu)
+    assert all(row in it for row in musa), (musa, cpu)
+    for name in ("aten::mul", "aten::cat", "aten::detach", "aten::add_"):
+        assert [r for r in musa if r[0] == name] == [r for r in cpu if r[0] == name]
+    assert ("aten::add_", ("PARAMETER", "GRADIENT")) in musa
+    assert ("aten::detach", ("GRADIENT",)) in musa
+
+
 def test_runtime_calls_link_to_their_device_work(device, tmp_path):
     x = torch.randn(64, 64, device=device)
     with profile(activities=ACTIVITIES) as prof:
@@ -492,6 +535,7 @@ def test_basic_evaluation_sees_musa_launches(device):
     launches = [e for e in ev.cuda_events if e.name() == "musaLaunchKernel"]
     kernels = [e for e in ev.cuda_events if e.device_type() == DeviceType.PrivateUse1]
     assert len(launches) == 16 and len(kernels) >= 16
+    assert ev.musa_events is ev.cuda_events  # (torch_musa's name for them)
     if HOST:  # each launch pairs with its kernel through their CPU op
         kernel_ops = {k.linked_correlation_id() for k in kernels}
         assert all(e.linked_correlation_id() in kernel_ops for e in launches)
@@ -509,7 +553,56 @@ def test_basic_evaluation_sees_musa_launches(device):
     torch_fn = BasicEvaluation.compute_queue_depth.__wrapped__
     assert [(q.start, q.end, q.queue_depth) for q in torch_fn(cpu_ev)] == \
         [(q.start, q.end, q.queue_depth) for q in cpu_ev.queue_depth_list]
-    assert cpu_ev.cuda_events == []
+    assert cpu_ev.cuda_events == [] and cpu_ev.musa_events == []
+
+
+class _MockKineto:
+    """The fields of a kineto event BasicEvaluation reads (times in us)."""
+
+    def __init__(self, name, start, dur, corr, device_type):
+        self.name, self._t, self._corr, self._dev = name, (start * 1000, dur * 1000), corr, device_type
+
+    def start_ns(self):
+        return self._t[0]
+
+    def duration_ns(self):
+        return self._t[1]
+
+    def linked_correlation_id(self):
+        return self._corr
+
+    def device_type(self):
+        return self._dev
+
+
+def mock_profile(launch_name, kernel_device):
+    """Five launches queued ahead of their kernels, and one more later (torch's CUDA mock shape)."""
+    from types import SimpleNamespace
+    from unittest import mock
+
+    starts = [400, 500, 600, 700, 800, 1500], [900, 1000, 1100, 1200, 1300, 1700]
+    events = [_MockKineto(launch_name, t, 100, i, DeviceType.CPU) for i, t in enumerate(starts[0])]
+    events += [_MockKineto("kernel", t, 100, i, kernel_device) for i, t in enumerate(starts[1])]
+    cpu = [SimpleNamespace(id=i, name=f"cpu {i}", start_time_ns=t * 100_000, duration_time_ns=100_000,
+                           end_time_ns=(t + 1) * 100_000, children=[]) for i, t in enumerate(range(12))]
+    return mock.Mock(kineto_results=mock.Mock(events=mock.Mock(return_value=events),
+                                              experimental_event_tree=mock.Mock(return_value=cpu)))
+
+
+@pytest.mark.skipif(not _version_gate.profiler_anti_patterns_available(),
+                    reason="torch.profiler._utils.BasicEvaluation is gone (torch >= 2.15)")
+def test_musa_queue_depth_is_torchs_for_the_same_cuda_profile():
+    from torch.profiler._utils import BasicEvaluation
+
+    musa = BasicEvaluation(mock_profile("musaLaunchKernel", DeviceType.PrivateUse1))
+    cuda = BasicEvaluation(mock_profile("cudaLaunchKernel", DeviceType.CUDA))  # torch's own function
+    depths = [q.queue_depth for q in musa.queue_depth_list]
+    assert depths == [q.queue_depth for q in cuda.queue_depth_list] == [1, 2, 3, 4, 5, 4, 3, 2, 1, 0, 1, 0]
+    assert [e.name for e in musa.musa_events] == [e.name.replace("cuda", "musa") for e in cuda.cuda_events] == \
+        ["musaLaunchKernel"] * 5 + ["kernel"] * 5 + ["musaLaunchKernel", "kernel"]
+    for key in cuda.event_keys:  # per CPU op: queue depth and idle time
+        theirs, ours = cuda.metrics[key], musa.metrics[next(k for k in musa.event_keys if k.event.id == key.event.id)]
+        assert (ours.queue_depth, ours.idle_time_ns) == (theirs.queue_depth, theirs.idle_time_ns)
 
 
 def test_nvtx_ranges_and_markers_in_the_trace(device, tmp_path):

@@ -54,6 +54,26 @@ def test_fp32_matmul_pattern_follows_musa_tf32_support(device):
 
 
 @needs_patterns
+def test_fp16_matmul_dim_pattern_matches_as_on_the_cpu(device):
+    # musa's device events carry their aten op's name ("aten::mm"); they are not torch ops
+    pattern = torch_patterns.MatMulDimInFP16Pattern
+
+    def matches(dev, match=pattern.match):
+        counts = []
+        for shape in ((201, 201), (3, 97, 97), (200, 200), (3, 200, 200)):  # unaligned, unaligned, aligned, aligned
+            x = torch.randn(shape, device=dev, dtype=torch.float16)
+            with profile(activities=ACTIVITIES if dev != "cpu" else [ProfilerActivity.CPU], with_stack=True,
+                         record_shapes=True) as prof:
+                x @ x
+            p = pattern(prof)
+            counts.append(sum(1 for e in p.eventTreeTraversal() if match(p, e)))
+        return counts
+
+    assert matches(device) == matches("cpu") == [1, 1, 0, 0]
+    assert matches("cpu", pattern.match.__wrapped__) == [1, 1, 0, 0]  # torch's own, on a profile without musa
+
+
+@needs_patterns
 def test_report_names_the_musa_patterns(device):
     prof = _profile(lambda: torch.zeros(64, 64).to(device))
     buf = io.StringIO()

@@ -14,7 +14,7 @@ from .. import _version_gate
 if _version_gate.profiler_anti_patterns_available():
     from torch.profiler import _pattern_matcher as _pm
     from torch.profiler._utils import BasicEvaluation  # noqa: F401
-    from torch.profiler._pattern_matcher import MatMulDimInFP16Pattern  # noqa: F401  (device-agnostic)
+    from torch.profiler._pattern_matcher import MatMulDimInFP16Pattern  # noqa: F401  (musa's device events: _gated_paths)
 
 
     class ExtraMUSACopyPattern(_pm.ExtraCUDACopyPattern):
