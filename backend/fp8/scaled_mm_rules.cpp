@@ -1,9 +1,12 @@
-// torch._scaled_mm's rules on the host driver. ATen's CPU kernel accepts any
-// layout, any size and any out dtype; cuBLASLt (the cuda driver, and musa
-// GPUs) does not. Checking CUDA's rules here, with torch's wording, means a
-// program tested on the host driver runs unchanged on a GPU. Then the op
-// runs through the op layer as any other.
+// torch._scaled_mm's rules on musa. cuBLASLt refuses e5m2 x e5m2, layouts other
+// than row-major self / column-major mat2, rowwise scales into anything but
+// bf16, and a per-row scale_result; musa accepts them, as torch_musa does, and
+// runs them through scaled_mm_wide.cpp. The rest of CUDA's rules (sizes, scale
+// and bias dtypes) are checked on the host driver with torch's wording, so a
+// program tested there runs unchanged on a GPU. On the cuda driver a call
+// cuBLASLt takes goes straight to ATen's kernel, which checks its own rules.
 #include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include "core/device.h"
@@ -19,8 +22,19 @@ bool is_fp8(c10::ScalarType t) { return t == at::kFloat8_e4m3fn || t == at::kFlo
 bool row_major(const Tensor& t) { return t.stride(0) > t.stride(1) && t.stride(1) == 1; }
 bool col_major(const Tensor& t) { return t.stride(0) == 1 && t.stride(1) > 1; }
 bool has_zero_dim(const Tensor& t) { return t.size(0) == 0 || t.size(1) == 0; }
+bool rowwise(const Tensor& sa, const Tensor& sb) { return sa.numel() != 1 || sb.numel() != 1; }
+bool per_row_result(const std::optional<Tensor>& sr) { return sr && sr->defined() && sr->numel() != 1; }
 
-void check_scales(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb, c10::ScalarType out) {
+// A call cuBLASLt (and so ATen's CUDA kernel) has no kernel for, among 2D float8 ones.
+bool needs_wide_path(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb,
+                     const std::optional<Tensor>& scale_result, c10::ScalarType out) {
+  if (a.dim() != 2 || b.dim() != 2 || !is_fp8(a.scalar_type()) || !is_fp8(b.scalar_type())) return false;
+  return (a.scalar_type() == at::kFloat8_e5m2 && b.scalar_type() == at::kFloat8_e5m2) ||
+         !(row_major(a) || has_zero_dim(a)) || !(col_major(b) || has_zero_dim(b)) ||
+         (rowwise(sa, sb) && out != at::kBFloat16) || per_row_result(scale_result);
+}
+
+void check_scales(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb) {
   const int64_t m = a.size(0), n = b.size(1);
   if (sa.numel() == 1 && sb.numel() == 1) {
     TORCH_CHECK(sa.scalar_type() == at::kFloat && sb.scalar_type() == at::kFloat,
@@ -38,7 +52,13 @@ void check_scales(const Tensor& a, const Tensor& b, const Tensor& sa, const Tens
               "). (The host driver runs tensorwise and rowwise scaling; blockwise scaling needs a GPU.)");
   TORCH_CHECK(sa.is_contiguous() && sb.is_contiguous(),
               "Both scale_a and scale_b must be contiguous for rowwise scaling.");
-  TORCH_CHECK(out == at::kBFloat16, "Only bf16 high precision output types are supported for row-wise scaling.");
+}
+
+void check_scale_result(const std::optional<Tensor>& sr, int64_t m) {
+  if (!sr || !sr->defined()) return;
+  TORCH_CHECK(sr->scalar_type() == at::kFloat && (sr->numel() == 1 || sr->numel() == m),
+              "scale_result must be a float32 scalar or a float32 tensor of ", m, " elements (one per row of self), "
+              "got ", sr->scalar_type(), " with ", sr->numel(), " elements");
 }
 
 void check_bias(const std::optional<Tensor>& bias, int64_t n, c10::ScalarType out) {
@@ -52,7 +72,7 @@ void check_bias(const std::optional<Tensor>& bias, int64_t n, c10::ScalarType ou
 }
 
 void check(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb, const std::optional<Tensor>& bias,
-           std::optional<c10::ScalarType> out_dtype) {
+           const std::optional<Tensor>& scale_result, c10::ScalarType out) {
   TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "Inputs must be 2D but got self.dim()=", a.dim(),
               " and mat2.dim()=", b.dim());
   TORCH_CHECK(is_fp8(a.scalar_type()) && is_fp8(b.scalar_type()),
@@ -60,47 +80,52 @@ void check(const Tensor& a, const Tensor& b, const Tensor& sa, const Tensor& sb,
               " and mat2.dtype=", b.scalar_type());
   TORCH_CHECK(a.size(1) == b.size(0), "mat1 and mat2 shapes cannot be multiplied (", a.size(0), "x", a.size(1),
               " and ", b.size(0), "x", b.size(1), ")");
-  TORCH_CHECK_VALUE(!(a.scalar_type() == at::kFloat8_e5m2 && b.scalar_type() == at::kFloat8_e5m2),  // (ValueError, as CUDA's)
-              "Multiplication of two Float8_e5m2 matrices is not supported");
-  // cuBLASLt's wording, with which operand is wrong and how to fix it.
-  TORCH_CHECK(row_major(a) || has_zero_dim(a), "Only multiplication of row-major and column-major matrices is "
-              "supported by cuBLASLt: self must be row_major, got stride ", a.strides(), " (use self.contiguous())");
-  TORCH_CHECK(col_major(b) || has_zero_dim(b), "Only multiplication of row-major and column-major matrices is "
-              "supported by cuBLASLt: mat2 must be col_major, got stride ", b.strides(),
-              " (pass a transposed row-major matrix: w.t() for a weight w of shape (N, K))");
   TORCH_CHECK(a.size(1) % 16 == 0, "Expected self.size(1) to be divisible by 16, but got self.size(1)=", a.size(1));
   TORCH_CHECK(b.size(0) % 16 == 0 && b.size(1) % 16 == 0,
               "Expected both dimensions of mat2 to be divisible by 16 but got ", b.sizes());
-  const auto out = out_dtype.value_or(a.scalar_type());
   TORCH_CHECK(out == at::kBFloat16 || out == at::kHalf || out == at::kFloat || is_fp8(out),
               "_scaled_mm: out_dtype must be bfloat16, float16, float32 or a float8 type, got ", out);
-  check_scales(a, b, sa, sb, out);
+  check_scales(a, b, sa, sb);
+  check_scale_result(scale_result, a.size(0));
   check_bias(bias, b.size(1), out);
 }
 
-// Boxed, so the op then continues through the op layer's generic path.
-void scaled_mm_checked(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+// Boxed: a call cuBLASLt takes continues through the op layer's generic path.
+void scaled_mm(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   const size_t nargs = op.schema().arguments().size();
   auto arg = [&](size_t i) -> const c10::IValue& { return (*stack)[stack->size() - nargs + i]; };
-  std::optional<Tensor> bias = arg(4).isNone() ? std::nullopt : std::optional<Tensor>(arg(4).toTensor());
+  auto optional_tensor = [&](size_t i) { return arg(i).isNone() ? std::nullopt : std::optional<Tensor>(arg(i).toTensor()); };
+  const Tensor a = arg(0).toTensor(), b = arg(1).toTensor(), sa = arg(2).toTensor(), sb = arg(3).toTensor();
+  const auto bias = optional_tensor(4), scale_result = optional_tensor(5);
   std::optional<c10::ScalarType> out_dtype;
   if (!arg(6).isNone()) out_dtype = arg(6).toScalarType();
+  std::optional<Tensor> out_arg;
   if (nargs > 8 && arg(8).isTensor()) {  // _scaled_mm.out
-    const auto& out = arg(8).toTensor();
-    TORCH_CHECK(!out_dtype || *out_dtype == out.scalar_type(), "out_dtype must match output matrix type");
-    out_dtype = out.scalar_type();
+    out_arg = arg(8).toTensor();
+    TORCH_CHECK(!out_dtype || *out_dtype == out_arg->scalar_type(), "out_dtype must match output matrix type");
+    out_dtype = out_arg->scalar_type();
   }
-  check(arg(0).toTensor(), arg(1).toTensor(), arg(2).toTensor(), arg(3).toTensor(), bias, out_dtype);
-  op_layer::boxed_delegate(op, ks, stack);
+  const auto out = out_dtype.value_or(a.scalar_type());
+  const bool wide = needs_wide_path(a, b, sa, sb, scale_result, out);
+  if (!wide && !is_host_driver()) return op_layer::boxed_delegate(op, ks, stack);  // CUDA's kernel and rules
+  check(a, b, sa, sb, bias, scale_result, out);
+  if (!wide) return op_layer::boxed_delegate(op, ks, stack);
+  Tensor result = scaled_mm_wide(a, b, sa, sb, bias, scale_result, out, arg(7).toBool());
+  if (out_arg) {
+    at::native::resize_output(*out_arg, result.sizes());
+    out_arg->copy_(result);
+    result = *out_arg;
+  }
+  torch::jit::drop(*stack, nargs);
+  torch::jit::push(*stack, std::move(result));
 }
 
 }  // namespace
 
 void register_host_scaled_mm_rules() {
-  if (!is_host_driver()) return;
   static auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
   for (const char* name : {"_scaled_mm", "_scaled_mm.out"})
-    lib->impl(name, torch::CppFunction::makeFromBoxedFunction<&scaled_mm_checked>());
+    lib->impl(name, torch::CppFunction::makeFromBoxedFunction<&scaled_mm>());
 }
 
 }  // namespace torch_musa::fp8
