@@ -83,6 +83,20 @@ void run_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::S
   run_in_dtype(op, stack, narrow, *wider(op, narrow, op.hasTag(at::Tag::pointwise)));
 }
 
+void run_or_widen(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::function_ref<void()> run) {
+  const size_t base = stack->size() - op.schema().arguments().size();
+  const std::vector<c10::IValue> args(stack->begin() + base, stack->end());  // `run` may consume them
+  try {
+    run();
+  } catch (const c10::Error& e) {
+    const auto narrow = missing_kernel_dtype(op, e, args);
+    if (!narrow) throw;
+    stack->resize(base);
+    stack->insert(stack->end(), args.begin(), args.end());
+    run_widened(op, stack, *narrow);
+  }
+}
+
 void run_in_dtype(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::ScalarType from,
                   c10::ScalarType compute) {
   const auto& schema = op.schema();

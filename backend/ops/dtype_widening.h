@@ -10,6 +10,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <c10/util/Exception.h>
+#include <c10/util/FunctionRef.h>
 
 #include <optional>
 #include <string>
@@ -30,6 +31,12 @@ std::optional<c10::ScalarType> missing_kernel_dtype(const c10::OperatorHandle& o
 // Runs `op` (its musa arguments on `stack`, as the dispatcher passes them)
 // with every tensor of dtype `narrow` widened, then casts results back.
 void run_widened(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::ScalarType narrow);
+
+// Runs `run` (one call of `op` over the musa arguments on `stack`, by a path
+// other than the fallback's: the CPU copy of an empty call, ...) and, if the
+// kernel it reaches has no kernel for a dtype the op layer widens, runs `op`
+// widened instead.
+void run_or_widen(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::function_ref<void()> run);
 
 // Runs `op` with every tensor of dtype `from` converted to `compute`, and the
 // results of dtype `compute` (written arguments included) converted back to

@@ -9,6 +9,7 @@
 #include <torch/library.h>
 
 #include "ops/delegation.h"
+#include "ops/dtype_widening.h"
 
 namespace torch_musa {
 namespace {
@@ -20,7 +21,8 @@ void cpu_when_empty(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
     op_layer::boxed_delegate(op, ks, stack);
     return;
   }
-  op_layer::run_by_cpu_copy(op, stack, first.device().index());
+  // The CPU has no half-precision antialiased kernels: those run widened, as with elements.
+  op_layer::run_or_widen(op, stack, [&] { op_layer::run_by_cpu_copy(op, stack, first.device().index()); });
 }
 
 }  // namespace

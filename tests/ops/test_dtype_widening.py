@@ -29,6 +29,24 @@ def test_antialiased_bilinear_in_half(device):
     assert torch.musa.ops.widened_op_counts() == widened("aten::_upsample_bilinear2d_aa")
 
 
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("dtype", [torch.half, torch.bfloat16])
+def test_antialiased_upsampling_of_an_empty_batch_in_half(device, mode, dtype):
+    """An empty batch takes the CPU's kernel on both drivers (ops/empty_inputs.cpp); the CPU has
+    no half-precision one, so it runs widened there too, forward and backward."""
+    x = torch.randn(0, 3, 4, 4)
+    x_musa = x.to(device, dtype).requires_grad_()
+    got = F.interpolate(x_musa, scale_factor=2, mode=mode, antialias=True)
+    got.sum().backward()
+    x_ref = x.requires_grad_()
+    ref = F.interpolate(x_ref, scale_factor=2, mode=mode, antialias=True)
+    ref.sum().backward()
+    assert got.dtype == dtype and got.device.type == "musa" and got.shape == ref.shape
+    assert x_musa.grad.dtype == dtype and x_musa.grad.shape == x_ref.grad.shape
+    name = f"aten::_upsample_{mode}2d_aa"
+    assert torch.musa.ops.widened_op_counts() == {name: 1, name + "_backward": 1}
+
+
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8])
 def test_histc_on_integers(device, dtype):
     x = torch.randint(0, 10, (200,)).to(dtype)
