@@ -27,15 +27,11 @@ struct MusaGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return c10::Device(kType, old);
   }
   c10::Device getDevice() const override { return c10::Device(kType, current_device()); }
-  // torch.accelerator.get_device_capability: every dtype a musa tensor can hold (the op layer
-  // widens what a kernel device lacks), but the quantized ones, which musa does not store yet.
+  // torch.accelerator.get_device_capability: every dtype a musa tensor can hold, the quantized
+  // ones included (backend/tensor_kinds/; the op layer widens what a kernel device lacks).
   c10::DeviceCapability getDeviceCapability(c10::Device d) const override {
     check_device_index(d.index() < 0 ? current_device() : d.index());
-    c10::DeviceCapability cap;
-    for (auto index : {c10::kIndex_QInt8, c10::kIndex_QUInt8, c10::kIndex_QInt32, c10::kIndex_QUInt4x2,
-                       c10::kIndex_QUInt2x4})
-      cap.capability_data.capability_bits &= ~(uint64_t(1) << index);
-    return cap;
+    return c10::DeviceCapability();
   }
   void setDevice(c10::Device d) const override {
     TORCH_CHECK(d.type() == kType, "Expected a musa device, but got: ", d);

@@ -141,7 +141,8 @@ const OpTraits& traits_of(const c10::OperatorHandle& op) {
   }
   TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", a,
               " and ", b, "! (argument '", arg, "' of ", op.schema().name(), " is on ", b,
-              "; move it with .to('", a, "'). Only 0-dim cpu tensors may be mixed with musa tensors.)");
+              "; move it with .to('", a,
+              "'). Only 0-dim cpu tensors may be mixed with musa tensors, and only as inputs.)");
 }
 
 c10::IValue map_tensors(const c10::IValue& v, c10::function_ref<at::Tensor(const at::Tensor&)> fn) {
@@ -273,9 +274,10 @@ void musa_fallback_of(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
     const c10::IValue& v = (*stack)[base + i];
     const std::string& name = args[i].name();
     if (v.isTensor()) {
-      call.note_device(v.toTensor(), name, traits.is_cpu_side(i) || (cpu_source_ok && name == "src"));
+      call.note_device(v.toTensor(), name, traits.is_cpu_side(i) || (cpu_source_ok && name == "src"),
+                       traits.is_written(i));
     } else if (v.isTensorList()) {
-      for (const c10::IValue& t : elements(v)) call.note_device(t.toTensor(), name, false);
+      for (const c10::IValue& t : elements(v)) call.note_device(t.toTensor(), name, false, traits.is_written(i));
       listed += elements(v).size();
     } else if (v.isList()) {
       for (const c10::IValue& e : elements(v))
@@ -450,6 +452,30 @@ at::Tensor alias_on_kernel_device(const at::Tensor& musa) {
   return tensor_over(kd.alias_storage(musa.storage()), musa, kd.dispatch_key());
 }
 
+namespace {
+
+// An out= overload: one of its keyword-only arguments is written (mode.values, sort.values, sum.out).
+bool is_out_overload(const c10::FunctionSchema& schema) {
+  for (const auto& a : schema.arguments())
+    if (a.kwarg_only() && a.alias_info() && a.alias_info()->isWrite()) return true;
+  return false;
+}
+
+// Names of ops one of whose functional (not out=) overloads has a CPU or CUDA kernel.
+std::unordered_set<std::string> ops_with_device_kernels() {
+  std::unordered_set<std::string> names;
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const auto& name : dispatcher.getAllOpNames()) {
+    auto op = dispatcher.findOp(name);
+    if (op && !is_out_overload(op->schema()) &&
+        (op->hasKernelForDispatchKey(c10::DispatchKey::CPU) || op->hasKernelForDispatchKey(c10::DispatchKey::CUDA)))
+      names.insert(name.name);
+  }
+  return names;
+}
+
+}  // namespace
+
 void delegate_structured_ops() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -461,6 +487,7 @@ void delegate_structured_ops() {
     static auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
                                           __FILE__, __LINE__);
     auto& dispatcher = c10::Dispatcher::singleton();
+    const std::unordered_set<std::string> with_device_kernels = ops_with_device_kernels();
     for (const auto& name : dispatcher.getAllOpNames()) {
       if (name.name.rfind("aten::", 0) != 0) continue;
       auto op = dispatcher.findOp(name);
@@ -484,7 +511,15 @@ void delegate_structured_ops() {
           !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
           op_layer::delegate_unboxed(*lib, *op, qualified))
         continue;
-      if (!structured && !device_specific) continue;
+      // The out= form of an op with device kernels, where the out= form itself is one composite for
+      // every device: some check the device type against CPU/CUDA/XPU or call a DispatchStub
+      // (mode.values: "mode only supports CPU, CUDA and XPU device type"). Delegated, it runs as
+      // on the kernel device, dtype checks of `out` included.
+      const bool composite_out = !device_kernel &&
+                                 op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
+                                 !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) &&
+                                 is_out_overload(op->schema()) && with_device_kernels.count(name.name) != 0;
+      if (!structured && !device_specific && !composite_out) continue;
       lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&musa_fallback>());
     }
   });

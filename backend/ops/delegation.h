@@ -35,6 +35,11 @@ constexpr auto kMusa = c10::DeviceType::PrivateUse1;
 // What the fallback needs to know about an op, computed once per schema.
 struct OpTraits {
   std::vector<size_t> written_args;  // arguments the op mutates (self in add_, out=)
+  bool is_written(size_t i) const {
+    for (size_t a : written_args)
+      if (a == i) return true;
+    return false;
+  }
   std::vector<size_t> generator_args;
   bool seeded_without_generator = false;  // random op that would use the default generator
   int dropout_arg = -1;  // its `float dropout_p` (attention): at 0 the call draws no random numbers
@@ -203,7 +208,9 @@ class Delegation {
 
   c10::DeviceIndex device = -1;
 
-  void note_device(const at::Tensor& t, const std::string& arg, bool cpu_ok) {
+  // `written`: the op writes `t` (out=, self of an in-place op). A 0-dim cpu tensor may be an input
+  // beside musa tensors (a scalar, as CUDA's kernels take it), never an output: CUDA refuses that too.
+  void note_device(const at::Tensor& t, const std::string& arg, bool cpu_ok, bool written = false) {
     if (!t.defined()) return;
     auto d = t.device();
     if (d.type() == kMusa) {
@@ -214,7 +221,7 @@ class Delegation {
         device_mismatch(op_, first_, d, arg);
       }
     } else if (d.is_cpu()) {
-      if (t.dim() != 0 && !cpu_ok) pending_cpu_.emplace_back(arg);
+      if ((t.dim() != 0 || written) && !cpu_ok) pending_cpu_.emplace_back(arg);
     } else {
       pending_other_.emplace_back(arg, d);
     }

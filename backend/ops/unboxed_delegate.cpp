@@ -142,7 +142,7 @@ class UnboxedDelegate<Ret(Args...)> {
     Delegation call(op_, kd);
     const auto& schema_args = op_.schema().arguments();
     size_t i = 0;
-    (note(call, args, schema_args[i++].name()), ...);
+    (note(call, args, schema_args[i++]), ...);
     call.check_mixing();
     if (const size_t listed = (list_size(args) + ... + size_t{0})) call.expect(listed + sizeof...(Args));
     if (call.device < 0) call.device = current_device();
@@ -245,13 +245,14 @@ class UnboxedDelegate<Ret(Args...)> {
   }
 
   template <class T>
-  static void note(Delegation& call, const T& v, const std::string& name) {
+  static void note(Delegation& call, const T& v, const c10::Argument& arg) {
+    const bool written = arg.alias_info() && arg.alias_info()->isWrite();
     if constexpr (is_tensor_v<T>) {
-      call.note_device(v, name, false);
+      call.note_device(v, arg.name(), false, written);
     } else if constexpr (is_list_v<T>) {
-      for (const at::Tensor& t : v) call.note_device(t, name, false);
+      for (const at::Tensor& t : v) call.note_device(t, arg.name(), false, written);
     } else if constexpr (is_optional_tensor_v<T>) {
-      if (v) call.note_device(*v, name, false);
+      if (v) call.note_device(*v, arg.name(), false, written);
     }
   }
 

@@ -171,7 +171,8 @@ def test_device_capability_lists_the_dtypes_musa_tensors_hold():
     assert caps == acc.get_device_capability() == acc.get_device_capability(0)
     assert {torch.float32, torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.complex64} <= dtypes
     probe = torch.tensor([0, 1, 2, 3])
-    for dt in dtypes:  # each one is allocated on musa and converts as on the CPU
+    quantized = {torch.qint8, torch.quint8, torch.qint32, torch.quint4x2, torch.quint2x4}
+    for dt in dtypes - quantized:  # each one is allocated on musa and converts as on the CPU
         assert torch.empty(2, dtype=dt, device="musa").dtype == dt
         try:
             want = probe.to(dt).to(torch.float64)
@@ -180,8 +181,15 @@ def test_device_capability_lists_the_dtypes_musa_tensors_hold():
         musa = probe.to("musa").to(dt)
         assert musa.dtype == dt and musa.device.type == "musa"
         torch.testing.assert_close(musa.to(torch.float64).cpu(), want)
-    for dt in (torch.qint8, torch.quint8, torch.qint32):  # not stored on musa (yet): not claimed
-        assert dt not in dtypes
+    # Quantized tensors live on musa (backend/tensor_kinds/): each claimed dtype holds the CPU's values.
+    assert quantized <= dtypes
+    x = torch.linspace(-1, 1, 8)
+    for dt in quantized:
+        q = torch.quantize_per_tensor(x, 0.1, 2, dt)
+        m = q.to("musa")
+        assert m.device.type == "musa" and m.dtype == dt
+        assert torch.equal(m.int_repr().cpu(), q.int_repr())
+        torch.testing.assert_close(m.dequantize().cpu(), q.dequantize(), rtol=0, atol=0)
     # The versioned capability agrees with the device properties, as torch.cuda's does.
     props = torch.musa.get_device_properties(0)
     assert torch.musa.get_device_capability() == (props.major, props.minor)

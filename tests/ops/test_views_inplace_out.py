@@ -334,3 +334,77 @@ def test_copy_errors_and_zero_tensors_as_cpu():
     z2 = torch._efficientzerotensor(3, 4, device="musa")
     assert torch.equal((z2.unfold(0, 2, 1) + 0).cpu(), torch.zeros(2, 4, 2))
     assert z.dot(a).item() == 0.0 and a.vdot(z).item() == 0.0
+
+
+
+def _as_tuple(r):
+    return tuple(r) if isinstance(r, (tuple, list)) else (r,)
+
+
+# out= overloads ATen gives one composite kernel for every device (tests/ops/out_variant_sweep.py finds
+# the failing ones): mode.values checks the device type itself ("mode only supports CPU, CUDA and XPU").
+COMPOSITE_OUT_FNS = {
+    "mode": lambda x, out: torch.mode(x, -1, False, out=out),
+    "sort": lambda x, out: torch.sort(x, 1, out=out),
+    "vdot": lambda x, out: torch.vdot(x[2], x[3], out=out),
+    "xlogy": lambda x, out: torch.xlogy(2.0, x.abs(), out=out),
+    "dot": lambda x, out: torch.dot(x[0], x[1], out=out),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSITE_OUT_FNS))
+def test_composite_out_overloads_write_given_tensors_as_cpu(name):
+    f = COMPOSITE_OUT_FNS[name]
+    xc = torch.randint(-3, 4, (4, 6), generator=torch.Generator().manual_seed(0)).float()  # ties for mode
+    dtypes = [t.dtype for t in _as_tuple(f(xc, None))]
+    one = len(dtypes) == 1
+    ref_outs = tuple(torch.empty(0, dtype=d) for d in dtypes)
+    outs = tuple(torch.empty(0, dtype=d, device="musa") for d in dtypes)
+    f(xc, ref_outs[0] if one else ref_outs)
+    got = f(xc.musa(), outs[0] if one else outs)
+    for g, o, r in zip(_as_tuple(got), outs, ref_outs):
+        assert g is o and o.device.type == "musa"
+        torch.testing.assert_close(o.cpu(), r, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("values_dtype, indices_dtype", [(torch.int32, torch.long), (torch.float32, torch.int32)])
+def test_mode_out_of_a_wrong_dtype_raises_the_cpus_error(values_dtype, indices_dtype):
+    x = torch.randn(3, 5)
+
+    def error(device):
+        outs = (torch.empty(0, dtype=values_dtype, device=device), torch.empty(0, dtype=indices_dtype, device=device))
+        with pytest.raises(RuntimeError) as e:
+            torch.mode(x.to(device), -1, False, out=outs)
+        return str(e.value)
+
+    assert error("musa") == error("cpu")
+
+
+# A 0-dim cpu tensor may be an input beside musa tensors (as CUDA allows), never an output: CUDA's
+# TensorIterator refuses a cpu output, and so does every route of the op layer.
+CPU_SCALAR_OUTPUTS = {
+    "nonzero out= (boxed)": lambda m, c: torch.nonzero(m, out=c.long()),
+    "add out= (boxed)": lambda m, c: torch.add(m, m, out=c),
+    "mode out= (composite out)": lambda m, c: torch.mode(m, 0, out=(c, c.long())),
+    "add_ on cpu self (unboxed in place)": lambda m, c: c.add_(m[0]),
+    "addcmul_ on cpu self (unboxed in place)": lambda m, c: c.addcmul_(m[0], m[1]),
+    "clamp_ on cpu self (boxed in place)": lambda m, c: c.clamp_(m[0], m[1]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CPU_SCALAR_OUTPUTS))
+def test_cpu_0dim_tensor_is_never_an_output_of_musa_ops(name):
+    m = torch.randn(3, device="musa")
+    c = torch.tensor(7.0)
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        CPU_SCALAR_OUTPUTS[name](m, c)
+    assert c.item() == 7.0
+
+
+def test_cpu_0dim_tensor_is_still_an_input_scalar():
+    x = torch.randn(3)
+    s = torch.tensor(2.5)
+    torch.testing.assert_close((x.musa() + s).cpu(), x + s)
+    m = x.musa()
+    m.mul_(s)
+    torch.testing.assert_close(m.cpu(), x * s)
