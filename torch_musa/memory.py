@@ -368,32 +368,49 @@ _active_pools = threading.local()
 
 
 class MemPoolContext:
-    """The per-thread active MemPool, as torch_musa and older torch.cuda releases have it:
-    ``with MemPoolContext(pool):`` routes this thread's allocations to ``pool`` (use_mem_pool's
-    routing), and ``MemPoolContext.active_pool()`` is the innermost one active on this thread."""
+    """The per-thread active MemPool, as torch_musa and older torch.cuda releases have it: making
+    one makes ``pool`` this thread's active pool and routes the thread's allocations to it
+    (use_mem_pool's routing) until it is deleted or its ``with`` block ends; then the previous one
+    is active again. ``MemPoolContext.active_pool()`` is the innermost one active on this thread."""
 
     def __init__(self, pool: MemPool):
         if not isinstance(pool, MemPool):
             raise TypeError(f"MemPoolContext needs a torch.musa.MemPool, got {type(pool).__name__}")
         self._pool = pool
-        self._ctx = None
+        self._ctx = use_mem_pool(pool)
+        self._ctx.__enter__()
+        if not hasattr(_active_pools, "stack"):
+            _active_pools.stack = []
+        self._stack = _active_pools.stack  # this thread's, even if another thread deletes it
+        self._stack.append(pool)
 
     @staticmethod
     def active_pool() -> Optional[MemPool]:
         stack = getattr(_active_pools, "stack", None)
         return stack[-1] if stack else None
 
+    def _leave(self) -> None:
+        ctx, self._ctx = self._ctx, None
+        if ctx is None:
+            return
+        for i in range(len(self._stack) - 1, -1, -1):
+            if self._stack[i] is self._pool:
+                del self._stack[i]
+                break
+        ctx.__exit__(None, None, None)
+
     def __enter__(self):
-        self._ctx = use_mem_pool(self._pool)
-        self._ctx.__enter__()
-        if not hasattr(_active_pools, "stack"):
-            _active_pools.stack = []
-        _active_pools.stack.append(self._pool)
         return self
 
     def __exit__(self, *exc):
-        _active_pools.stack.pop()
-        return self._ctx.__exit__(*exc)
+        self._leave()
+        return False
+
+    def __del__(self):
+        try:
+            self._leave()
+        except Exception:  # interpreter shutdown
+            pass
 
 
 # ---- summary ----

@@ -53,8 +53,8 @@ class Stream(torch.Stream):
     def __hash__(self):
         return hash((self.stream_id, self.device_index, self.device_type))
 
-    def __repr__(self):  # torch.cuda.Stream's form (`cuda_stream=0x...`)
-        return f"<torch.musa.Stream device=musa:{self.device_index} musa_stream={self.musa_stream:#x}>"
+    def __repr__(self):  # torch.cuda.Stream's form, named as torch_musa's own (MooreThreads') are
+        return f"<torch_musa.Stream device=musa:{self.device_index} musa_stream={self.musa_stream:#x}>"
 
 
 class ExternalStream(Stream):
@@ -74,7 +74,7 @@ class ExternalStream(Stream):
         return super().__new__(cls, stream_id=sid, device_index=index, device_type=_device_type())
 
     def __repr__(self):
-        return f"<torch.musa.ExternalStream device=musa:{self.device_index} musa_stream={self.musa_stream:#x}>"
+        return f"<torch_musa.ExternalStream device=musa:{self.device_index} musa_stream={self.musa_stream:#x}>"
 
 
 def get_stream_from_external(data_ptr: int, device=None) -> Stream:
@@ -117,8 +117,8 @@ class Event(torch.Event):
         """Milliseconds between this event and ``end_event`` (both recorded, with timing)."""
         return _C._event_elapsed_time(self, end_event)
 
-    def __repr__(self):
-        return f"<torch.musa.Event {'recorded' if self.event_id else 'unrecorded'}>"
+    def __repr__(self):  # torch.cuda.Event's form: the event's handle, made at the first record
+        return f"<torch_musa.Event {self.event_id:#x}>" if self.event_id else "<torch_musa.Event uninitialized>"
 
 
 class _InterprocessEvent(Event):
@@ -173,21 +173,21 @@ class _InterprocessEvent(Event):
                 pass
 
     def __repr__(self):
-        return f"<torch.musa.Event interprocess on musa:{self._device_index}>"
+        return f"<torch_musa.Event {self._raw:#x}>"
 
 
 def _sleep(cycles: int) -> None:
     """Keeps the current musa stream busy for about ``cycles`` device clock cycles (tests use
     it to hold a stream back), as torch.cuda._sleep: a spin kernel on the GPU under the musa
-    stream on the cuda driver; on the host driver, whose streams run inline, ``cycles`` ns."""
+    stream on the cuda driver; on the host driver, which runs work inline, the stream is held busy
+    for ``cycles`` ns (queries, events and synchronizations see it busy) while the caller goes on."""
     if not isinstance(cycles, int) or cycles < 0:
         raise ValueError(f"_sleep needs a non-negative int number of cycles, got {cycles!r}")
     _lazy_init()
-    if _C._driver_name() == "host":
-        import time
-        time.sleep(cycles * 1e-9)
-        return
     d = torch.musa.current_device()
+    if _C._driver_name() == "host":
+        _C._stream_spin(d, cycles)
+        return
     with torch.cuda.device(_C._driver_ordinal(d)), torch.cuda.stream(torch.cuda.ExternalStream(_C._current_raw_stream(d))):
         torch.cuda._sleep(cycles)
 

@@ -155,6 +155,10 @@ PYBIND11_MODULE(_C, m) {
         c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)),
                     static_cast<c10::StreamId>(id))));
   });
+  // torch.musa._sleep on the host driver: the current stream stays busy, the caller goes on.
+  m.def("_stream_spin", [](int d, unsigned long long cycles) {
+    MUSA_CHECK(musaStreamSpin(native_stream(current_stream(static_cast<c10::DeviceIndex>(d))), cycles));
+  });
   // torch.musa.ExternalStream: the stream id for a handle made outside torch_musa.
   m.def("_external_stream", [](uintptr_t raw, int device) {
     return external_stream(static_cast<c10::DeviceIndex>(device), reinterpret_cast<void*>(raw)).id();

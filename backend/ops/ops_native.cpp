@@ -16,6 +16,7 @@
 #include "memory/pinned_allocator.h"
 #include "ops/delegate.h"
 #include "core/device.h"
+#include "core/musa_check.h"
 #include "core/stream.h"
 #include "core/sync_debug.h"
 #include "ops/kernel_device.h"
@@ -136,6 +137,10 @@ at::Tensor musa_copy_from(const at::Tensor& self, const at::Tensor& dst, bool no
   KernelDeviceCallGuard below_musa;
   const char* name = !src_musa ? "Memcpy HtoD" : !dst_musa ? "Memcpy DtoH" : "Memcpy DtoD";
   kd.launch(index, [&] { d.copy_(s, non_blocking); }, name, profiler::ActivityKind::Memcpy);
+  // The host runs the copy inline; it returns once the stream is past it, as CUDA's stream sync does
+  // (a stream held by torch.musa._sleep is waited for).
+  if (src_musa != dst_musa && !non_blocking && kd.dispatch_key() == c10::DispatchKey::CPU)
+    MUSA_CHECK(musaStreamSynchronize(native_stream(current_stream(index))));
   return dst;
 }
 

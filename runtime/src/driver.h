@@ -20,6 +20,7 @@ struct MUstream_st {
   void* native = nullptr;
   bool borrowed = false;    // `native` belongs to the caller (musaStreamCreateFromNative)
   void* capture = nullptr;  // driver-owned capture state while capturing
+  double ready_ms = 0;      // host driver: when the work launched so far completes (host_clock.h)
 };
 
 struct MUevent_st {
@@ -42,6 +43,9 @@ struct MUgraphExec_st {
 };
 
 namespace musa_rt {
+
+// Records a detailed message for the calling thread and returns `err`.
+musaError_t fail(musaError_t err, const std::string& message);
 
 class Driver {
  public:
@@ -100,6 +104,11 @@ class Driver {
   virtual musaError_t streamSynchronize(MUstream_st* s) = 0;
   virtual musaError_t streamWaitEvent(MUstream_st* s, MUevent_st* e) = 0;
   virtual musaError_t launchTask(MUstream_st* s, std::function<void()> task, const char* name) = 0;
+  // Holds `s` busy for about `cycles` device clock cycles without blocking the caller (a spin kernel).
+  virtual musaError_t streamSpin(MUstream_st*, unsigned long long) {
+    return fail(musaErrorNotSupported, std::string("musaStreamSpin: the ") + name() +
+                                           " driver has no spin of its own (torch.musa._sleep uses CUDA's there)");
+  }
 
   virtual musaError_t eventCreate(MUevent_st* e) = 0;
   virtual musaError_t eventDestroy(MUevent_st* e) = 0;
@@ -116,9 +125,6 @@ class Driver {
   virtual musaError_t graphInstantiate(MUgraphExec_st** exec, MUgraph_st* graph) = 0;
   virtual musaError_t graphLaunch(MUgraphExec_st* exec, MUstream_st* s) = 0;
 };
-
-// Records a detailed message for the calling thread and returns `err`.
-musaError_t fail(musaError_t err, const std::string& message);
 
 // Returns null and explains in *why_not when the environment is invalid.
 std::unique_ptr<Driver> makeHostDriver(std::string* why_not);

@@ -9,6 +9,7 @@
 // Device memory comes from mmap; each device has a capacity
 // (TORCH_MUSA_HOST_MEMORY, default 8GiB) so out-of-memory is real.
 #include "driver.h"
+#include "host_clock.h"
 #include "host_graph.h"
 #include "host_ipc.h"
 #include "host_memory_pool.h"
@@ -37,16 +38,13 @@ using host::Capture;
 using host::HostGraph;
 using host::HostGraphExec;
 using host::Task;
+using host::nowMs;
+using host::sleepUntilMs;
 
 constexpr size_t kDefaultCapacity = size_t(8) << 30;
 constexpr int kDefaultDevices = 2;
 constexpr size_t kGranularity = size_t(2) << 20;
 constexpr size_t kPage = 4096;
-
-double nowMs() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
 
 size_t roundUp(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
@@ -99,7 +97,7 @@ class HostDriver final : public Driver {
 
 
  public:
-  HostDriver(int count, size_t capacity) : devices_(count) {
+  HostDriver(int count, size_t capacity) : devices_(count), clock_(count) {
     for (auto& d : devices_) d.capacity = capacity;
   }
 
@@ -137,8 +135,10 @@ class HostDriver final : public Driver {
   }
 
   musaError_t setDevice(int) override { return musaSuccess; }
-  musaError_t deviceSynchronize(int) override {
-    return prohibited(nullptr, "device synchronization (torch.musa.synchronize())", /*conflicts=*/true);
+  musaError_t deviceSynchronize(int dev) override {
+    if (auto e = prohibited(nullptr, "device synchronization (torch.musa.synchronize())", /*conflicts=*/true)) return e;
+    sleepUntilMs(clock_.deviceReadyAt(dev));
+    return musaSuccess;
   }
   void priorityRange(int* least, int* greatest) override {
     *least = 0;
@@ -539,18 +539,30 @@ class HostDriver final : public Driver {
     return musaSuccess;
   }
   musaError_t streamQuery(MUstream_st* s) override {
-    return prohibited(s, "querying a stream (stream.query())", false);
+    if (auto e = prohibited(s, "querying a stream (stream.query())", false)) return e;
+    return clock_.readyAt(s) > nowMs() ? musaErrorNotReady : musaSuccess;
   }
   musaError_t streamSynchronize(MUstream_st* s) override {
-    return prohibited(s, "stream synchronization (stream.synchronize())", false);
+    if (auto e = prohibited(s, "stream synchronization (stream.synchronize())", false)) return e;
+    sleepUntilMs(clock_.readyAt(s));
+    return musaSuccess;
+  }
+  musaError_t streamSpin(MUstream_st* s, unsigned long long cycles) override {
+    if (s->capture) return run(s, [] {}, "spin");  // a replay is not held back
+    clock_.hold(s, cycles * 1e-6);  // at the 1 GHz clock properties() reports
+    return musaSuccess;
   }
   musaError_t streamWaitEvent(MUstream_st* s, MUevent_st* e) override {
-    // Inline execution: the event's work is already done. What remains is
-    // the capture bookkeeping: waiting on an event recorded in a capture
-    // joins that capture (a fork), or marks a member's work as joined.
+    // Inline execution: the event's work is already done (unless a spin holds it
+    // back: `s` then waits for it). What remains is the capture bookkeeping: waiting
+    // on an event recorded in a capture joins that capture (a fork), or marks a
+    // member's work as joined.
     std::lock_guard<std::mutex> g(mu_);
     auto* c = static_cast<Capture*>(e->capture);
-    if (!c || !is_active(c)) return musaSuccess;
+    if (!c || !is_active(c)) {
+      if (e->recorded && !s->capture) clock_.waitFor(s, e->time_ms);
+      return musaSuccess;
+    }
     auto rec = c->events.find(e);
     if (s->capture && s->capture != c) {
       static_cast<Capture*>(s->capture)->invalidated = true;
@@ -590,17 +602,20 @@ class HostDriver final : public Driver {
       return musaSuccess;
     }
     e->capture = nullptr;
-    e->time_ms = nowMs();
+    e->time_ms = std::max(nowMs(), clock_.readyAt(s));  // when the work before it completes
     e->recorded = true;
     return musaSuccess;
   }
   musaError_t eventQuery(MUevent_st* e) override {
     if (auto err = captured_event(e, "musaEventQuery")) return err;
-    return prohibited(nullptr, "querying an event (event.query())", false);
+    if (auto err = prohibited(nullptr, "querying an event (event.query())", false)) return err;
+    return e->recorded && e->time_ms > nowMs() ? musaErrorNotReady : musaSuccess;
   }
   musaError_t eventSynchronize(MUevent_st* e) override {
     if (auto err = captured_event(e, "musaEventSynchronize")) return err;
-    return prohibited(nullptr, "event synchronization (event.synchronize())", false);
+    if (auto err = prohibited(nullptr, "event synchronization (event.synchronize())", false)) return err;
+    if (e->recorded) sleepUntilMs(e->time_ms);
+    return musaSuccess;
   }
   musaError_t eventElapsed(float* ms, MUevent_st* a, MUevent_st* b) override {
     *ms = static_cast<float>(b->time_ms - a->time_ms);
@@ -750,6 +765,7 @@ class HostDriver final : public Driver {
 
   std::mutex mu_;
   std::vector<Device> devices_;
+  host::StreamClock clock_;  // after devices_: sized by their count
   std::map<uintptr_t, Range> allocations_;
   std::map<uintptr_t, size_t> pinned_;
   std::map<uintptr_t, Range> reservations_;

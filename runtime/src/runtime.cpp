@@ -604,6 +604,12 @@ musaError_t musaLaunchTask(musaStream_t stream, std::function<void()> task, cons
   return record(drv.launchTask(s, std::move(task), name ? name : "task"));
 }
 
+musaError_t musaStreamSpin(musaStream_t stream, unsigned long long cycles) {
+  MUSA_DRIVER_OR_FAIL();
+  RESOLVE_STREAM(s, stream);
+  return record(drv.streamSpin(s, cycles));
+}
+
 musaError_t musaEventCreate(musaEvent_t* event) {
   return musaEventCreateWithFlags(event, musaEventDefault);
 }
@@ -662,6 +668,9 @@ musaError_t musaEventElapsedTime(float* ms, musaEvent_t a, musaEvent_t b) {
   if (!a->recorded || !b->recorded)
     return fail(musaErrorInvalidResourceHandle,
                 "elapsed time needs both events to have been recorded");
+  if (a->device != b->device)  // as CUDA's: two devices' clocks are not one timeline
+    return fail(musaErrorInvalidResourceHandle,
+                "elapsed time needs both events recorded on the same device; time each device with its own pair");
   MUSA_DRIVER_OR_FAIL();
   return record(drv.eventElapsed(ms, a, b));
 }

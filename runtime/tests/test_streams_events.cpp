@@ -292,4 +292,58 @@ TEST_F(EventTest, RecordOnAnotherDevicesStreamFails) {
   ASSERT_MUSA(musaEventDestroy(e));
 }
 
+TEST_F(EventTest, ElapsedTimeNeedsEventsOfOneDevice) {
+  musaEvent_t a = nullptr, b = nullptr;
+  ASSERT_MUSA(musaEventCreate(&a));  // device 0
+  ASSERT_MUSA(musaEventRecord(a, nullptr));
+  ASSERT_MUSA(musaSetDevice(1));
+  ASSERT_MUSA(musaEventCreate(&b));
+  ASSERT_MUSA(musaEventRecord(b, nullptr));
+  float ms = 0;
+  EXPECT_EQ(musaEventElapsedTime(&ms, a, b), musaErrorInvalidResourceHandle);  // as CUDA
+  EXPECT_NE(std::string(musaGetLastErrorMessage()).find("same device"), std::string::npos)
+      << musaGetLastErrorMessage();
+  ASSERT_MUSA(musaEventDestroy(a));
+  ASSERT_MUSA(musaEventDestroy(b));
+}
+
+// A spin holds the stream busy without blocking the caller; everything ordered after it waits.
+TEST_F(StreamTest, SpinHoldsTheStreamAndWhatWaitsOnIt) {
+  if (std::string(musaGetDriverName()) != "host") GTEST_SKIP() << "the host driver's spin";
+  musaStream_t s = nullptr, other = nullptr;
+  ASSERT_MUSA(musaStreamCreate(&s));
+  ASSERT_MUSA(musaStreamCreate(&other));
+  musaEvent_t start = nullptr, end = nullptr;
+  ASSERT_MUSA(musaEventCreate(&start));
+  ASSERT_MUSA(musaEventCreate(&end));
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_MUSA(musaEventRecord(start, s));
+  ASSERT_MUSA(musaStreamSpin(s, 60000000ull));  // 60 ms at the 1 GHz clock
+  int ran = 0;
+  ASSERT_MUSA(musaLaunchTask(s, [&] { ran = 1; }, "after"));  // still runs inline
+  ASSERT_MUSA(musaEventRecord(end, s));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(30));
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(musaStreamQuery(s), musaErrorNotReady);
+  EXPECT_EQ(musaEventQuery(end), musaErrorNotReady);
+  EXPECT_EQ(musaEventQuery(start), musaSuccess);
+  EXPECT_EQ(musaGetLastError(), musaSuccess) << "not-ready answers are not errors";
+  ASSERT_MUSA(musaStreamWaitEvent(other, end, 0));
+  EXPECT_EQ(musaStreamQuery(other), musaErrorNotReady);
+  ASSERT_MUSA(musaDeviceSynchronize());
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(59));
+  EXPECT_EQ(musaStreamQuery(s), musaSuccess);
+  EXPECT_EQ(musaStreamQuery(other), musaSuccess);
+  float ms = 0;
+  ASSERT_MUSA(musaEventElapsedTime(&ms, start, end));
+  EXPECT_GE(ms, 59.0f);
+  ASSERT_MUSA(musaStreamSpin(s, 20000000ull));
+  ASSERT_MUSA(musaStreamSynchronize(s));
+  EXPECT_EQ(musaStreamQuery(s), musaSuccess);
+  ASSERT_MUSA(musaEventDestroy(start));
+  ASSERT_MUSA(musaEventDestroy(end));
+  ASSERT_MUSA(musaStreamDestroy(s));
+  ASSERT_MUSA(musaStreamDestroy(other));
+}
+
 }  // namespace

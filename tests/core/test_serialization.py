@@ -131,3 +131,13 @@ def test_deepcopy_musa_tensor_and_module():
     c = copy.deepcopy(m)
     assert c.weight.is_musa and c.weight.data_ptr() != m.weight.data_ptr()
     assert torch.equal(c.weight.cpu(), m.weight.cpu())
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_map_location_cuda_without_cuda_names_musa_as_the_way_out(tmp_path):
+    # torch.cuda's error for CUDA storages without CUDA, naming musa (and cpu) as the map_location to use
+    path = tmp_path / "m.pt"
+    torch.save(nn.Linear(3, 2).musa(), path)
+    assert next(torch.load(path, weights_only=False).parameters()).device == torch.device("musa", 0)
+    with pytest.raises(RuntimeError, match=r"torch.cuda.is_available\(\) is False.*map_location=torch.device\('musa'\)"):
+        torch.load(path, map_location="cuda", weights_only=False)

@@ -164,6 +164,19 @@ def test_current_stream_per_device(two_devices):
         torch.musa.set_stream(torch.musa.default_stream(1))
 
 
+def test_event_repr_in_torch_cudas_form():
+    import ctypes
+    import types
+
+    e = torch.musa.Event()
+    for _ in range(2):  # unrecorded, then recorded (torch.cuda makes the event at its first record too)
+        cuda_form = torch.cuda.Event.__repr__(types.SimpleNamespace(
+            cuda_event=e.event_id, _as_parameter_=ctypes.c_void_p(e.event_id)))
+        assert repr(e) == cuda_form.replace("torch.cuda.Event", "torch_musa.Event")
+        e.record()
+    assert repr(e) != "<torch_musa.Event uninitialized>"
+
+
 def test_stream_repr_in_torch_cudas_form():
     import types
 
@@ -172,7 +185,7 @@ def test_stream_repr_in_torch_cudas_form():
         # torch.cuda.Stream's own __repr__ over the same device and handle, with musa's names
         cuda_form = torch.cuda.Stream.__repr__(types.SimpleNamespace(device=f"musa:{stream.device_index}",
                                                                      cuda_stream=stream.musa_stream))
-        assert repr(stream) == cuda_form.replace("torch.cuda.Stream", "torch.musa.Stream").replace(
+        assert repr(stream) == cuda_form.replace("torch.cuda.Stream", "torch_musa.Stream").replace(
             "cuda_stream=", "musa_stream=")
 
 
@@ -191,11 +204,66 @@ def test_default_stream_handle_is_zero_on_the_host_driver_as_cudas():
 def test_a_not_ready_query_leaves_no_error_for_the_next_kernel(device):
     # CUDA keeps a query's cudaErrorNotReady as the thread's last error; the next ATen kernel's launch
     # check would report it as its own ("device not ready") unless the driver clears it, as torch does
-    torch.musa._sleep(200_000_000)  # keeps the stream busy on a GPU (the host driver runs it inline)
+    torch.musa._sleep(200_000_000)  # keeps the stream busy (the host driver holds it, as a spin kernel does)
     e = torch.musa.Event()
     e.record()
     ready = (e.query(), torch.musa.current_stream().query())
-    if torch.musa.get_driver_name() == "cuda":
-        assert ready == (False, False)
+    assert ready == (False, False)
     y = torch.ones(4, device=device) * 2
     assert torch.equal(y.cpu(), torch.full((4,), 2.0))
+
+
+def _spin_ms(ms):
+    return int(ms * 1_000_000)  # torch.musa._sleep's cycles; the host driver's clock is 1 GHz
+
+
+def test_a_slept_stream_is_busy_until_the_spin_ends_as_cudas(device):
+    # torch.cuda._sleep: the caller goes on; the stream, the events recorded after it and streams
+    # waiting on them are not ready until the spin is over
+    torch.musa.synchronize()
+    s = torch.musa.current_stream()
+    start, end = torch.musa.Event(enable_timing=True), torch.musa.Event(enable_timing=True)
+    start.record()
+    t0 = time.perf_counter()
+    torch.musa._sleep(_spin_ms(100))
+    end.record()
+    assert time.perf_counter() - t0 < 0.05  # launched, not waited for
+    assert (start.query(), end.query(), s.query()) == (True, False, False)
+    waiter = torch.musa.Stream()
+    waiter.wait_event(end)
+    assert waiter.query() is False
+    waiter.synchronize()
+    assert end.query() and s.query() and waiter.query()
+    assert start.elapsed_time(end) >= 20
+    torch.musa._sleep(_spin_ms(50))
+    x = torch.ones(3, device=device)
+    assert x.cpu().tolist() == [1.0, 1.0, 1.0] and s.query()  # a blocking copy waits for the stream
+
+
+def test_a_held_stream_of_one_device_leaves_the_other_ready(two_devices):
+    torch.musa.synchronize(0)
+    s0 = torch.musa.current_stream(0)
+    with torch.musa.device(1):
+        s1 = torch.musa.current_stream()
+        torch.musa._sleep(_spin_ms(100))
+    for d in (0, 1):
+        with torch.musa.device(d):
+            assert (s0.query(), s1.query()) == (True, False)
+    with torch.musa.device(0):
+        s1.synchronize()  # from another device, as CUDA allows
+    assert s0.query() and s1.query()
+
+
+def test_elapsed_time_between_events_of_two_devices_raises_as_cudas(two_devices):
+    e0, e1 = torch.musa.Event(enable_timing=True), torch.musa.Event(enable_timing=True)
+    e0.record(torch.musa.current_stream(0))
+    e1.record(torch.musa.current_stream(1))
+    e1.synchronize()
+    for d in (0, 1):
+        with torch.musa.device(d), pytest.raises(RuntimeError, match="same device"):
+            e0.elapsed_time(e1)
+    e2 = torch.musa.Event(enable_timing=True)
+    e2.record(torch.musa.current_stream(0))
+    e2.synchronize()
+    with torch.musa.device(1):  # two events of one device time from any device
+        assert e0.elapsed_time(e2) >= 0

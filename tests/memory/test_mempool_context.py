@@ -42,3 +42,36 @@ def test_pool_allocator_is_none_and_foreign_ones_are_refused_clearly(device):
     assert torch.musa.MemPool().allocator is None  # as torch.cuda.MemPool() without an allocator
     with pytest.raises(TypeError, match="MUSAPluggableAllocator"):
         torch.musa.MemPool(allocator=object())
+
+
+def test_a_context_is_active_from_its_making_until_it_is_deleted(device):
+    # as torch.cuda's MemPoolContext (torch 2.5-2.7) and torch_musa's: no `with` needed
+    pool = torch.musa.MemPool()
+    ctx = torch.musa.MemPoolContext(pool)
+    assert torch.musa.MemPoolContext.active_pool() is pool
+    x = torch.empty(1 << 20, dtype=torch.uint8, device=device)
+    del ctx
+    assert torch.musa.MemPoolContext.active_pool() is None
+    in_pool = {b["address"] for seg in pool.snapshot() for b in seg["blocks"] if b["state"] == "active_allocated"}
+    assert x.data_ptr() in in_pool
+    assert torch.empty(1 << 20, dtype=torch.uint8, device=device).data_ptr() not in in_pool
+
+
+def test_threads_each_activate_their_own_pool(device):
+    made, active = [], []
+
+    def work():
+        pool = torch.musa.MemPool()
+        ctx = torch.musa.MemPoolContext(pool)
+        made.append(pool.id)
+        active.append(torch.musa.MemPoolContext.active_pool().id)
+        del ctx
+        active.append(torch.musa.MemPoolContext.active_pool())
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(made)) == 4 and sorted(a for a in active if a is not None) == sorted(made)
+    assert active.count(None) == 4

@@ -217,6 +217,9 @@ musaError_t musaLaunchHostFunc(musaStream_t stream, musaHostFn_t fn, void* userD
 // C++ convenience: enqueues any callable as a task on the stream. This is how
 // kernels of the host driver are launched.
 musaError_t musaLaunchTask(musaStream_t stream, std::function<void()> task, const char* name);
+// Keeps the stream busy for about `cycles` device clock cycles without blocking the caller, as a
+// spin kernel does (torch.musa._sleep): later work, events and synchronizations wait for it.
+musaError_t musaStreamSpin(musaStream_t stream, unsigned long long cycles);
 
 // ---- events ----
 musaError_t musaEventCreate(musaEvent_t* event);
