@@ -61,3 +61,34 @@ def test_stream_calls_trace_without_graph_breaks(device):
     assert cnt.frame_count == 1
     torch.testing.assert_close(z, x * 2 + 1)
     assert s == torch.musa.current_stream()
+
+
+def test_interface_takes_the_kernel_device_graph_cuda_device_only_on_the_cuda_driver():
+    import pytest
+    from torch._dynamo.device_interface import get_interface_for_device
+
+    iface = get_interface_for_device("musa")
+    with iface.device(torch.device("musa", 0)):
+        assert torch.musa.current_device() == 0
+    if torch.musa.get_driver_name() == "cuda":
+        # Inductor's fusion benchmarks name the CUDA device of a musa graph compiled as CUDA's
+        with iface.device(torch.device("cuda", 0)):
+            assert torch.cuda.current_device() == 0
+        assert iface.get_device_properties("cuda:0").name == torch.cuda.get_device_properties(0).name
+    else:
+        with pytest.raises(ValueError, match="Expected a musa device"):
+            iface.device(torch.device("cuda", 0))
+    # torch.musa's own calls refuse a CUDA device on either driver, as torch.cuda refuses musa
+    with pytest.raises(ValueError, match="Expected a musa device"):
+        torch.musa.device(torch.device("cuda", 0))
+
+
+def test_max_autotune_matmul_relu_matches_eager(device):
+    # on the cuda driver: Triton GEMM templates autotuned, and fusion benchmarks, on musa memory
+    a, b = torch.randn(128, 128, device=device), torch.randn(128, 128, device=device)
+    for mode in ("max-autotune-no-cudagraphs", "max-autotune"):
+        torch._dynamo.reset()
+        out = torch.compile(lambda x, y: torch.relu(x @ y), mode=mode)(a, b)
+        assert out.device.type == "musa"
+        torch.testing.assert_close(out.cpu(), torch.relu(a.cpu() @ b.cpu()), rtol=1e-3, atol=1e-3)
+    torch._dynamo.reset()

@@ -6,15 +6,29 @@ compared with a reference device (the CPU on the host driver, native CUDA on a G
 
     python3 -m tests.integrations.hf_programs --device cuda [--programs trainer,generate]
 
-prints one JSON object {program: result}. Native CUDA must run in its own process with
-torch_musa hidden (TORCH_DEVICE_BACKEND_AUTOLOAD=0; pytorch/pytorch#161129).
+prints one JSON object {program: result}. Native CUDA runs in its own process with torch_musa
+hidden (``--hide-torch-musa``; pytorch/pytorch#161129).
 """
 import argparse
 import json
+import os
 import sys
 import tempfile
 
-import torch
+
+def _hide_torch_musa():
+    """Native CUDA's side: accelerate and transformers import torch_musa whenever they can find it,
+    and a registered PrivateUse1 backend breaks native CUDA backward (pytorch/pytorch#161129)."""
+    os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    sys.path[:] = [p for p in sys.path if not os.path.isdir(os.path.join(p or ".", "torch_musa"))]
+    sys.meta_path[:] = [f for f in sys.meta_path if "torch_musa" not in repr(getattr(f, "__dict__", ""))
+                        and "editable" not in type(f).__module__.lower()]
+
+
+if __name__ == "__main__" and "--hide-torch-musa" in sys.argv:
+    _hide_torch_musa()
+
+import torch  # noqa: E402
 
 _VOCAB = [f"w{i}" for i in range(60)]
 
@@ -179,6 +193,7 @@ def main(argv=None):
     p = argparse.ArgumentParser()
     p.add_argument("--device", required=True)
     p.add_argument("--programs", default=",".join(PROGRAMS))
+    p.add_argument("--hide-torch-musa", action="store_true", help="native CUDA's side: torch_musa cannot be imported")
     p.add_argument("--compare-with", help="a reference run's JSON file: print the mismatches, exit 1 if any")
     args = p.parse_args(argv)
     results = {}

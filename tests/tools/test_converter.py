@@ -11,6 +11,7 @@ import pytest
 
 from tests.tools.conftest import CORPUS, CORPUS_SCRIPTS, REPO, load_tool, run_python
 
+pytest.importorskip("libcst", reason="the converter rewrites sources with libcst: pip install libcst")
 conv = load_tool("musa_converter")
 
 

@@ -28,6 +28,33 @@ def get_raw_stream(device_index: int) -> int:
     return _C._current_raw_stream(device_index)
 
 
+def _graph_cuda_device(device: Any) -> Any:
+    """The CUDA device a kernel-device graph names, or None.
+
+    On the cuda driver Inductor compiles a musa graph as the CUDA graph over the same memory
+    (kernel_device_pass.py), while the graph's device type stays ``musa``; its fusion
+    benchmarks then hand this interface the graph's CUDA device. Only then is a CUDA device
+    accepted here; torch.musa's own calls keep refusing one, as torch.cuda refuses musa.
+    """
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device) and device.type == "cuda" and _is_cuda_driver():
+        return device
+    return None
+
+
+def _device_scope(device: Any) -> Any:
+    cuda = _graph_cuda_device(device)
+    return torch.cuda.device(cuda) if cuda is not None else torch_musa.device(device)
+
+
+def _properties_of(device: Any) -> Any:
+    cuda = _graph_cuda_device(device)
+    if cuda is not None:
+        return torch.cuda.get_device_properties(cuda)
+    return _properties(torch_musa._device_module._index(device))
+
+
 def _properties(index: int) -> Any:
     """Device properties Inductor reads (SM count, warp size, registers, ...).
 
@@ -40,7 +67,7 @@ def _properties(index: int) -> Any:
 
 
 class MusaInterface(DeviceInterface):
-    device = torch_musa.device  # type: ignore[assignment]
+    device = staticmethod(_device_scope)  # type: ignore[assignment]
     Event = torch_musa.Event  # type: ignore[assignment]
     Stream = torch_musa.Stream  # type: ignore[assignment]
 
@@ -59,6 +86,8 @@ class MusaInterface(DeviceInterface):
 
         @staticmethod
         def get_device_properties(device: torch.types.Device = None) -> Any:
+            if _graph_cuda_device(device) is not None:
+                return _properties_of(device)
             index = MusaInterface.Worker.current_device() if device is None else torch_musa._device_module._index(device)
             if _TYPE not in caching_worker_device_properties:
                 caching_worker_device_properties[_TYPE] = [
@@ -86,7 +115,7 @@ class MusaInterface(DeviceInterface):
 
     @staticmethod
     def get_device_properties(device: torch.types.Device = None) -> Any:  # type: ignore[override]
-        return _properties(torch_musa._device_module._index(device))
+        return _properties_of(device)
 
     @staticmethod
     def is_available() -> bool:
