@@ -26,10 +26,10 @@ import atexit
 
 import torch
 
+from . import _C, _device
+
 
 def _drain_device_threads() -> None:
-    from . import _C, _device
-
     try:
         if not _device.is_initialized() or _device._in_bad_fork or _C._in_bad_fork():
             return
@@ -52,3 +52,5 @@ def backward_on_calling_thread() -> None:
 
 def install() -> None:
     atexit.register(_drain_device_threads)
+    if _device.get_driver_name() == "host":
+        _device._on_first_init(backward_on_calling_thread)

@@ -9,6 +9,7 @@ from . import _C
 _DeviceLike = Union[torch.device, str, int, None]
 _initialized = False
 _in_bad_fork = False
+_init_hooks = []  # _on_first_init's calls, made when the runtime starts
 
 
 def _after_fork_in_child():
@@ -67,10 +68,16 @@ def _lazy_init() -> None:
     if device_count() == 0:
         raise RuntimeError(f"no musa device is available: {_C._init_error() or 'device count is 0'}")
     _initialized = True
-    if get_driver_name() == "host":
-        from . import _autograd_threads
+    for hook in _init_hooks:
+        hook()
 
-        _autograd_threads.backward_on_calling_thread()
+
+def _on_first_init(hook) -> None:
+    """Runs ``hook()`` on the thread that starts the runtime (now, if it has started)."""
+    if _initialized:
+        hook()
+    else:
+        _init_hooks.append(hook)
 
 
 def init() -> None:

@@ -40,12 +40,7 @@ _SENTINEL = object()
 
 
 def _musa():
-    try:
-        import torch_musa  # noqa: F401
-    except ImportError as e:
-        raise RuntimeError(
-            f"enable_cuda_compat() needs the torch_musa core package, which failed to import: {e}"
-        ) from e
+    # (this module is part of torch_musa: the package imported before it, so only the registration can be missing)
     if not hasattr(torch, "musa"):
         raise RuntimeError("torch_musa is imported but torch.musa is not registered, so another "
                            "PrivateUse1 backend probably claimed the device slot first: import torch_musa "

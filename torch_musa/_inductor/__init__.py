@@ -9,14 +9,10 @@ from __future__ import annotations
 
 import torch
 
-from torch_musa._import_hooks import after_import
+from .._import_hooks import after_import
+from .devices import DEVICES  # noqa: F401  (generated wrapper code names torch.musa._inductor.DEVICES)
 
 INDUCTOR_HOOK_NAMES = ("Scheduling", "PythonWrapperCodegen")
-
-#: ``torch.device("musa", i)``, built once: generated wrapper code names musa devices through these
-#: (see wrapper.py). Device objects check no index, so this needs no runtime at import.
-DEVICES = tuple(torch.device("musa", i) for i in range(64))
-
 
 #: torch.musa calls Dynamo handles as it does torch.cuda's, instead of tracing into them:
 #: ``stream(s)`` becomes Dynamo's stream context (it knows it from the device interface).
@@ -35,10 +31,9 @@ def _register_device_interface(_module) -> None:
 
 
 def _allow_stream_calls_in_graph() -> None:
-    import torch
-    import torch_musa
+    from .. import streams
 
-    torch.compiler.allow_in_graph([getattr(torch_musa, name) for name in _IN_GRAPH_CALLS])
+    torch.compiler.allow_in_graph([getattr(streams, name) for name in _IN_GRAPH_CALLS])
 
 
 #: torch.musa's generator-state calls: like torch.cuda's, Dynamo must not trace them (a graph
@@ -49,14 +44,10 @@ _RNG_STATE_CALLS = ("manual_seed", "manual_seed_all", "seed", "seed_all", "initi
 
 
 def _run_rng_state_calls_eagerly() -> None:
-    import torch
-    import torch_musa
-    from torch_musa import random
+    from .. import _exports, random
 
     for name in _RNG_STATE_CALLS:
-        eager = torch._dynamo.disable(getattr(random, name), recursive=True)
-        setattr(random, name, eager)
-        setattr(torch_musa, name, eager)
+        _exports.rebind(random, name, torch._dynamo.disable(getattr(random, name), recursive=True))
 
 
 def install() -> None:

@@ -22,8 +22,7 @@ from torch._inductor.codegen.common import get_device_op_overrides
 from torch._inductor.codegen.cpp_wrapper_gpu import CppWrapperGpu
 from torch._inductor.virtualized import V
 
-import torch_musa
-
+from .. import _C
 from .aoti_wrapper import constants_on_kernel_device
 from .wrapper import as_cuda_kernel
 
@@ -152,7 +151,7 @@ class MusaCppWrapperGpu(CppWrapperGpu):
             self.prefix.writeline(
                 f"{self.device_codegen.cpp_aoti_stream_guard()} torch_musa_stream_guard("
                 f"reinterpret_cast<{self.device_codegen.cpp_stream_type()}>(torch_musa_current_stream({musa})), "
-                f"{torch_musa._C._driver_ordinal(musa)});")
+                f"{_C._driver_ordinal(musa)});")
         if not V.graph.is_const_graph:
             names = [name for name, value in V.graph.graph_inputs.items() if _is_musa(value)]
             if not V.graph.aot_mode:  # the weights come as inputs too (musa tensors or not)

@@ -13,14 +13,13 @@ import torch
 from torch._dynamo.device_interface import DeviceInterface, caching_worker_current_devices, \
     caching_worker_device_properties
 
-import torch_musa
-from torch_musa import _C
+from .. import _C, _device, memory, streams
 
 _TYPE = "musa"
 
 
 def _is_cuda_driver() -> bool:
-    return torch_musa.get_driver_name() == "cuda"
+    return _device.get_driver_name() == "cuda"
 
 
 def get_raw_stream(device_index: int) -> int:
@@ -45,14 +44,14 @@ def _graph_cuda_device(device: Any) -> Any:
 
 def _device_scope(device: Any) -> Any:
     cuda = _graph_cuda_device(device)
-    return torch.cuda.device(cuda) if cuda is not None else torch_musa.device(device)
+    return torch.cuda.device(cuda) if cuda is not None else _device.device(device)
 
 
 def _properties_of(device: Any) -> Any:
     cuda = _graph_cuda_device(device)
     if cuda is not None:
         return torch.cuda.get_device_properties(cuda)
-    return _properties(torch_musa._device_module._index(device))
+    return _properties(_device._index(device))
 
 
 def _properties(index: int) -> Any:
@@ -63,13 +62,13 @@ def _properties(index: int) -> Any:
     """
     if _is_cuda_driver():
         return torch.cuda.get_device_properties(_C._driver_ordinal(index))
-    return torch_musa.get_device_properties(index)
+    return _device.get_device_properties(index)
 
 
 class MusaInterface(DeviceInterface):
     device = staticmethod(_device_scope)  # type: ignore[assignment]
-    Event = torch_musa.Event  # type: ignore[assignment]
-    Stream = torch_musa.Stream  # type: ignore[assignment]
+    Event = streams.Event  # type: ignore[assignment]
+    Stream = streams.Stream  # type: ignore[assignment]
 
     class Worker:
         """Answers from values the parent process recorded (workers never start the runtime)."""
@@ -82,35 +81,35 @@ class MusaInterface(DeviceInterface):
         def current_device() -> int:
             if _TYPE in caching_worker_current_devices:
                 return caching_worker_current_devices[_TYPE]
-            return torch_musa.current_device()
+            return _device.current_device()
 
         @staticmethod
         def get_device_properties(device: torch.types.Device = None) -> Any:
             if _graph_cuda_device(device) is not None:
                 return _properties_of(device)
-            index = MusaInterface.Worker.current_device() if device is None else torch_musa._device_module._index(device)
+            index = MusaInterface.Worker.current_device() if device is None else _device._index(device)
             if _TYPE not in caching_worker_device_properties:
                 caching_worker_device_properties[_TYPE] = [
-                    _properties(i) for i in range(torch_musa.device_count())
+                    _properties(i) for i in range(_device.device_count())
                 ]
             return caching_worker_device_properties[_TYPE][index]
 
-    current_device = staticmethod(torch_musa.current_device)
-    set_device = staticmethod(torch_musa.set_device)
-    device_count = staticmethod(torch_musa.device_count)
-    stream = staticmethod(torch_musa.stream)  # type: ignore[assignment]
-    current_stream = staticmethod(torch_musa.current_stream)
-    set_stream = staticmethod(torch_musa.set_stream)  # type: ignore[assignment]
-    synchronize = staticmethod(torch_musa.synchronize)
+    current_device = staticmethod(_device.current_device)
+    set_device = staticmethod(_device.set_device)
+    device_count = staticmethod(_device.device_count)
+    stream = staticmethod(streams.stream)  # type: ignore[assignment]
+    current_stream = staticmethod(streams.current_stream)
+    set_stream = staticmethod(streams.set_stream)  # type: ignore[assignment]
+    synchronize = staticmethod(_device.synchronize)
     get_raw_stream = staticmethod(get_raw_stream)  # type: ignore[assignment]
-    exchange_device = staticmethod(torch_musa._device_module._exchange_device)
-    maybe_exchange_device = staticmethod(torch_musa._device_module._maybe_exchange_device)
-    memory_allocated = staticmethod(torch_musa.memory_allocated)
-    is_bf16_supported = staticmethod(torch_musa.is_bf16_supported)  # type: ignore[arg-type]
+    exchange_device = staticmethod(_device._exchange_device)
+    maybe_exchange_device = staticmethod(_device._maybe_exchange_device)
+    memory_allocated = staticmethod(memory.memory_allocated)
+    is_bf16_supported = staticmethod(_device.is_bf16_supported)  # type: ignore[arg-type]
 
     @staticmethod
     def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
-        torch_musa.set_stream(torch_musa.Stream(stream_id=stream_id, device_index=device_index,
+        streams.set_stream(streams.Stream(stream_id=stream_id, device_index=device_index,
                                                 device_type=device_type))
 
     @staticmethod
@@ -119,19 +118,19 @@ class MusaInterface(DeviceInterface):
 
     @staticmethod
     def is_available() -> bool:
-        return torch_musa.is_available()
+        return _device.is_available()
 
     @staticmethod
     def get_compute_capability(device: torch.types.Device = None) -> Any:
         # Triton's target on the cuda driver; the host driver compiles C++ and needs none.
         if _is_cuda_driver():
-            major, minor = torch_musa.get_device_capability(device)
+            major, minor = _device.get_device_capability(device)
             return major * 10 + minor
         return ""
 
     @staticmethod
     def is_triton_capable(device: torch.types.Device = None) -> bool:
-        return _is_cuda_driver() and torch_musa.get_device_capability(device)[0] >= 7
+        return _is_cuda_driver() and _device.get_device_capability(device)[0] >= 7
 
     @staticmethod
     def raise_if_triton_unavailable(device: torch.types.Device = None) -> None:
@@ -151,5 +150,5 @@ def register() -> None:
     from torch._dynamo.device_interface import register_interface_for_device
 
     register_interface_for_device(_TYPE, MusaInterface)
-    for i in range(torch_musa.device_count()):
+    for i in range(_device.device_count()):
         register_interface_for_device(f"{_TYPE}:{i}", MusaInterface)

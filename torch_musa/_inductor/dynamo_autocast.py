@@ -37,7 +37,7 @@ def _constant(value):
 def register() -> None:
     from torch._dynamo.variables.builder import VariableBuilder
 
-    from torch_musa.amp import autocast
+    from ..amp import autocast
 
     VariableBuilder._id_dispatch()[id(autocast)] = \
         lambda builder, value: MusaAutocastClassVariable.create_with_source(value, source=builder.source)

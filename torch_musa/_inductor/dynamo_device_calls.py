@@ -29,21 +29,17 @@ def register() -> None:
     from torch._dynamo.variables import torch as torch_variables
     from torch._dynamo.variables.user_defined import UserDefinedClassVariable
 
-    import torch_musa
-    from torch_musa import streams
+    from .. import _device, _exports, streams
 
-    UserDefinedClassVariable._in_graph_classes().update({torch_musa.Stream, torch_musa.Event})
+    UserDefinedClassVariable._in_graph_classes().update({streams.Stream, streams.Event})
     # get_device_properties() folds to a constant object, as torch.cuda's _CudaDeviceProperties
     from torch._dynamo.utils import common_constant_types
-    from torch_musa._device import _MusaDeviceProperties
 
-    common_constant_types.add(_MusaDeviceProperties)
+    common_constant_types.add(_device._MusaDeviceProperties)
     for name in _FOLDED_UNDER_GUARD:
-        torch_variables.constant_fold_functions_need_guards[getattr(torch_musa, name)] = None
+        torch_variables.constant_fold_functions_need_guards[getattr(_device, name)] = None
     for name in _FOLDED:
-        torch_variables.constant_fold_functions[getattr(torch_musa, name)] = None
-    torch.compiler.allow_in_graph([getattr(torch_musa, name) for name in _FOLDED + _IN_GRAPH])
+        torch_variables.constant_fold_functions[getattr(_device, name)] = None
+    torch.compiler.allow_in_graph([getattr(_device, name) for name in _FOLDED + _IN_GRAPH])
     for name in _EAGER:
-        eager = torch._dynamo.disable(getattr(streams, name), recursive=True)
-        setattr(streams, name, eager)
-        setattr(torch_musa, name, eager)
+        _exports.rebind(streams, name, torch._dynamo.disable(getattr(streams, name), recursive=True))

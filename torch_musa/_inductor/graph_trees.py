@@ -35,21 +35,21 @@ from typing import Any
 
 import torch
 
-import torch_musa
+from .. import _C as _musa_C, _device as _musa_device, graphs, memory, streams
 
 _NAME = "torch_musa._inductor._musa_cudagraph_trees"
 _module = None
 
 
 def _C():
-    return torch_musa._C
+    return _musa_C
 
 
 class _CudaAsMusa(types.SimpleNamespace):
     """``torch.cuda`` as graph trees use it, answered by ``torch.musa``."""
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(torch_musa, name)
+        return getattr(torch.get_device_module("musa"), name)  # torch.musa, as registered
 
 
 class _CAsMusa(types.SimpleNamespace):
@@ -84,7 +84,7 @@ def _noop(*args, **kwargs) -> None:
 
 def _check_pool_live_allocations(device, pool, live_storage_ptrs) -> bool:
     # Only the slow-path asserts call it: the live blocks of the pool are the storages given.
-    live = {b["address"] for s in torch_musa.memory_snapshot(tuple(pool)) for b in s["blocks"]
+    live = {b["address"] for s in memory.memory_snapshot(tuple(pool)) for b in s["blocks"]
             if b["state"] == "active_allocated"}
     return live == set(live_storage_ptrs)
 
@@ -117,7 +117,7 @@ def _kernel_device_hook(name: str, host_answer):
     """On the cuda driver, musa ops run CUDA's cuBLAS / cuDNN, whose workspaces (allocated during
     musa ops: in musa memory, in the trees' pool while they record) torch's hooks manage; on the
     host driver there are none."""
-    if torch_musa.get_driver_name() == "cuda" and hasattr(torch._C, name):
+    if _musa_device.get_driver_name() == "cuda" and hasattr(torch._C, name):
         return getattr(torch._C, name)
     return host_answer
 
@@ -125,7 +125,7 @@ def _kernel_device_hook(name: str, host_answer):
 def _musa_namespaces():
     # torch.musa.graph_pool_handle: the trees' manager captures an empty graph into it at once,
     # which makes the pool (warm-up runs allocate into it) and keeps it as long as the manager.
-    cuda = _CudaAsMusa(CUDAGraph=torch_musa.MUSAGraph)
+    cuda = _CudaAsMusa(CUDAGraph=graphs.MUSAGraph)
     c = _CAsMusa(
         _cuda_clearCublasWorkspaces=_kernel_device_hook("_cuda_clearCublasWorkspaces", _noop),
         _cuda_get_conv_benchmark_empty_cache=_kernel_device_hook("_cuda_get_conv_benchmark_empty_cache",
@@ -194,7 +194,7 @@ def has_musa_tensor(values) -> bool:
 
 def cudagraphify_impl(model, inputs, static_input_idxs, *args, **kwargs):
     """Inductor's ``cudagraph_trees.cudagraphify_impl`` for a graph of musa inputs."""
-    if torch_musa.get_driver_name() != "cuda":
+    if _musa_device.get_driver_name() != "cuda":
         model = HostCapture(model, kwargs.get("mutated_input_idxs", ()))
     return tree_module().cudagraphify_impl(model, inputs, static_input_idxs, *args, **kwargs)
 
@@ -238,7 +238,7 @@ class HostCapture:
         self._side = None
 
     def _over(self, storage, like: torch.Tensor) -> torch.Tensor:
-        with torch_musa.stream(self._side):  # a capture would record set_ instead of running it
+        with streams.stream(self._side):  # a capture would record set_ instead of running it
             return _view(storage, like)
 
     def _in_musa_memory(self, results, inputs_by_storage, capturing: bool):
@@ -265,12 +265,12 @@ class HostCapture:
 
     def __call__(self, inputs):
         if self._side is None:
-            self._side = torch_musa.Stream()
-        capturing = torch_musa.is_current_stream_capturing()
+            self._side = streams.Stream()
+        capturing = graphs.is_current_stream_capturing()
         static = list(inputs)
         inputs.clear()
         if capturing:
-            with torch_musa.stream(self._side):
+            with streams.stream(self._side):
                 used = [x.clone() if i in self.mutated and isinstance(x, torch.Tensor) else x
                         for i, x in enumerate(static)]
                 results = self.model(list(used))
@@ -292,7 +292,7 @@ class HostCapture:
     def _record_replay(self, static, written) -> None:
         # A graph owns none of the memory it reads and writes (as on CUDA): the trees decide
         # what stays alive.
-        with torch_musa.stream(self._side):
+        with streams.stream(self._side):
             static = [_unowned(x) if isinstance(x, torch.Tensor) else x for x in static]
             written = [(i, _unowned(out)) for i, out in written]
         model = self.model

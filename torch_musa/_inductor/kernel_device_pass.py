@@ -49,6 +49,8 @@ from torch._inductor.custom_graph_pass import CustomGraphModulePass
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils._pytree import tree_leaves, tree_map
 
+from .. import _C, _device
+
 _log = logging.getLogger(__name__)
 _MUSA = "musa"
 _CPU = torch.device("cpu")
@@ -64,9 +66,7 @@ _SWITCH = "TORCH_MUSA_INDUCTOR_KERNEL_DEVICE"
 
 def on_gpu() -> bool:
     """Whether the kernel device is CUDA (the cuda driver)."""
-    import torch_musa
-
-    return torch_musa.get_driver_name() == "cuda"
+    return _device.get_driver_name() == "cuda"
 
 
 def marks_kernel_regions(module: Any) -> bool:
@@ -78,10 +78,8 @@ def kernel_device_of(device: torch.device) -> torch.device:
     """The kernel device that runs musa ``device``'s work: ``cpu``, or ``cuda:<ordinal>``."""
     if not on_gpu():
         return _CPU
-    import torch_musa
-
-    index = device.index if device.index is not None else torch_musa.current_device()
-    return torch.device("cuda", torch_musa._C._driver_ordinal(index))
+    index = device.index if device.index is not None else _device.current_device()
+    return torch.device("cuda", _C._driver_ordinal(index))
 
 
 def _is_musa_tensor(v: Any) -> bool:
@@ -168,10 +166,8 @@ def gpu_skip_reason(gm: torch.fx.GraphModule) -> Optional[str]:
     indices = {d.index for d in devices if d.type == _MUSA}
     if len(indices) > 1:
         return "more than one musa device"
-    import torch_musa
-
     for index in indices:
-        if index is not None and torch_musa._C._driver_ordinal(index) != index:
+        if index is not None and _C._driver_ordinal(index) != index:
             return "the musa device is not the CUDA device of the same index"
     for module in gm.modules():
         if not isinstance(module, torch.fx.GraphModule):
@@ -407,9 +403,7 @@ def _device_map() -> tuple:
     """The CUDA ordinal of each musa device (compiled code names devices by index)."""
     if not on_gpu():
         return ()
-    import torch_musa
-
-    return tuple(torch_musa._C._driver_ordinal(i) for i in range(torch_musa.device_count()))
+    return tuple(_C._driver_ordinal(i) for i in range(_device.device_count()))
 
 
 @functools.lru_cache(None)

@@ -18,7 +18,7 @@ import functools
 
 import torch
 
-from torch_musa import _C
+from .. import _C
 
 _TYPE = "musa"
 _HOST_DRIVER_MESSAGE = (

@@ -21,8 +21,9 @@ from torch._inductor.codegen.wrapper import (ExitDeviceContextManagerLine, Pytho
                                              SubgraphPythonWrapperCodegen)
 from torch._inductor.virtualized import V
 
-import torch_musa
-from torch_musa._version_gate import inductor_writes_size_asserts_as_text
+from .. import _C, _device
+from .._version_gate import inductor_writes_size_asserts_as_text
+from .devices import DEVICES
 
 from .kernel_device_pass import marks_kernel_regions, musa_results
 
@@ -35,7 +36,7 @@ def as_cuda_kernel(kernel_body: str) -> str:
     """A musa Triton kernel's source, declared a kernel of the CUDA device under the musa one
     (cuda driver); idempotent."""
     return _MUSA_TRITON_DEVICE.sub(
-        lambda m: f"DeviceProperties(type='cuda', index={torch_musa._C._driver_ordinal(int(m.group(1)))}",
+        lambda m: f"DeviceProperties(type='cuda', index={_C._driver_ordinal(int(m.group(1)))}",
         kernel_body)
 
 
@@ -93,8 +94,6 @@ class _MusaKernelCalls:
         super().writeline(line)
 
     def val_to_arg_str(self, s, type_=None):
-        from . import DEVICES
-
         if isinstance(s, torch.device) and s.type == "musa" and s.index is not None and s.index < len(DEVICES):
             return f"{_DEVICE_OBJECTS}[{s.index}]"
         return super().val_to_arg_str(s, type_)
@@ -110,7 +109,7 @@ class _MusaKernelCalls:
         # in its Triton metadata builds it for the NVIDIA target and launches it with
         # Inductor's static CUDA launcher (a few microseconds less per launch than Triton's
         # own). It still launches on the stream the wrapper passes: the musa stream.
-        if torch_musa.get_driver_name() == "cuda":
+        if _device.get_driver_name() == "cuda":
             kernel_body = as_cuda_kernel(kernel_body)
         return super().define_kernel(kernel_name, kernel_body, *args, **kwargs)
 

@@ -5,6 +5,8 @@ from typing import Any, Union
 import torch
 from torch._utils import _get_device_index
 
+from .. import _device
+
 DeviceUnion = Union[torch.device, int, str, None]
 
 
@@ -13,15 +15,13 @@ def _get_musa_device_index(device: Any, optional: bool = False, allow_cpu: bool 
     an int as given; ``None``, ``"musa"`` or ``torch.device("musa")`` the current device; a
     ``torch.musa.device`` context its index; a cpu device -1 when ``allow_cpu``. Any other
     device type is a ValueError naming it."""
-    import torch_musa
-
     if device is None:
-        if not torch_musa.is_available():
+        if not _device.is_available():
             raise ValueError("no musa device is available (torch.musa.is_available() is False)")
-        return torch_musa.current_device()
+        return _device.current_device()
     if isinstance(device, int):
         return device
-    if isinstance(device, torch_musa.device):
+    if isinstance(device, _device.device):
         return device.idx
     if isinstance(device, str):
         device = torch.device(device)
@@ -30,7 +30,7 @@ def _get_musa_device_index(device: Any, optional: bool = False, allow_cpu: bool 
         if device.type not in allowed:
             raise ValueError(f"Expected a {' or '.join(allowed)} device, but got: {device}")
         if device.type == "musa" and device.index is None:
-            return torch_musa.current_device()
+            return _device.current_device()
     return _get_device_index(device, optional, allow_cpu)
 
 

@@ -33,10 +33,9 @@ def target() -> str:
         if forced not in TARGETS:
             raise ValueError(f"TORCH_MUSA_EXT_TARGET={forced!r} is not one of {TARGETS}")
         return forced
-    import torch
-    import torch_musa  # noqa: F401  (registers torch.musa)
+    from ... import _device
 
-    return "cuda" if torch.musa.get_driver_name() == "cuda" else "host"
+    return "cuda" if _device.get_driver_name() == "cuda" else "host"
 
 
 def is_kernel_source(path: str) -> bool:

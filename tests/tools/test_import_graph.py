@@ -1,0 +1,59 @@
+"""scripts/check_import_graph.py: no torch_musa module imports the package root, no import cycles."""
+import importlib.util
+import textwrap
+from pathlib import Path
+
+import pytest
+
+_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "check_import_graph.py"
+_spec = importlib.util.spec_from_file_location("check_import_graph", _SCRIPT)
+checker = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(checker)
+
+
+def test_torch_musa_import_graph_is_clean():
+    problems = checker.check()
+    assert not problems, "\n".join(problems)
+
+
+def _package(tmp_path, files):
+    pkg = tmp_path / "torch_musa"
+    for name, text in files.items():
+        path = pkg / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return pkg
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("import torch_musa\n", "import torch_musa"),
+    ("def f():\n    from torch_musa import current_device\n", "from torch_musa import current_device"),
+    ("from .. import current_device\n", "from torch_musa import current_device"),
+    ("import importlib\nimportlib.import_module('torch_musa')\n", 'import_module("torch_musa")'),
+])
+def test_root_imports_are_reported(tmp_path, text, shown):
+    pkg = _package(tmp_path, {"__init__.py": "from . import sub\n", "sub/__init__.py": "", "sub/mod.py": text})
+    problems = checker.check(pkg, allowed=set())
+    assert len(problems) == 1 and "sub/mod.py" in problems[0] and shown in problems[0]
+
+
+def test_submodule_imports_are_fine(tmp_path):
+    pkg = _package(tmp_path, {"__init__.py": "", "a.py": "import torch_musa.b as b\nfrom torch_musa import c\n",
+                              "b.py": "from . import c\n", "c.py": "from .sub import d\n", "sub/__init__.py": "",
+                              "sub/d.py": "import torch\n"})
+    assert checker.check(pkg, allowed=set()) == []
+
+
+def test_cycles_are_reported_with_their_edges(tmp_path):
+    pkg = _package(tmp_path, {"__init__.py": "", "a.py": "from . import b\n",
+                              "b.py": "def f():\n    from .sub import c\n", "sub/__init__.py": "",
+                              "sub/c.py": "from .. import a\n"})
+    problems = checker.check(pkg, allowed=set())
+    assert len(problems) == 1 and "torch_musa.a, torch_musa.b, torch_musa.sub.c" in problems[0]
+    assert "torch_musa.b -> torch_musa.sub.c  (torch_musa/b.py:2)" in problems[0]
+
+
+def test_allowed_edges_are_tolerated_and_stale_ones_reported(tmp_path):
+    pkg = _package(tmp_path, {"__init__.py": "", "a.py": "import torch_musa\n"})
+    assert checker.check(pkg, allowed={("torch_musa.a", "torch_musa")}) == []
+    assert "no longer imported" in checker.check(pkg, allowed={("torch_musa.a", "torch_musa.zz")})[-1]
