@@ -165,15 +165,16 @@ from . import _import_hooks  # noqa: E402
 from .amp import torchvision_ops as _torchvision_ops  # noqa: E402
 
 _import_hooks.after_import("torchvision", _torchvision_ops.register)  # autocast for torchvision's ops
-from . import _multiprocessing  # noqa: E402
+from .ipc import reducers as _multiprocessing  # noqa: E402
 
 _multiprocessing.install()  # musa tensors sent to another process share their memory (IPC)
 ipc_collect = _multiprocessing.ipc_collect
 from . import ipc  # noqa: E402,F401  (torch.musa.ipc: export_tensor / open_tensor)
-from . import _serialization, _unified_memory  # noqa: E402
+from . import _serialization  # noqa: E402
+from .memory import unified as _unified_memory  # noqa: E402
 
 _serialization.install()  # CUDA checkpoints without CUDA: the error names map_location='musa'
-from ._unified_memory import use_unified_cpu_allocator  # noqa: E402  (torch_musa's unified memory)
+from .memory.unified import use_unified_cpu_allocator  # noqa: E402  (torch_musa's unified memory)
 
 _unified_memory.install()  # PYTORCH_MUSA_ALLOC_CONF=cpu:unified: CPU tensors in memory musa addresses
 from . import comm  # noqa: E402,F401  (torch.musa.comm, as torch.cuda.comm)

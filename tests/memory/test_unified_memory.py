@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import torch_musa
-from torch_musa import _unified_memory
+from torch_musa.memory import unified as _unified_memory
 from tests.conftest import run_python
 
 
@@ -108,7 +108,7 @@ _DRIVER = {"TORCH_MUSA_DRIVER": os.environ.get("TORCH_MUSA_DRIVER", "host")}
 def test_env_knob_turns_unified_mode_on_for_the_process():
     r = run_python("""
         import io, torch, torch_musa
-        from torch_musa import _unified_memory
+        from torch_musa.memory import unified as _unified_memory
         buf = io.BytesIO(); torch.save({"w": torch.arange(1000.0)}, buf); buf.seek(0)
         base = torch.musa.memory_allocated()
         w = torch.load(buf, map_location="musa")["w"]

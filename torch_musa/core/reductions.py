@@ -1,9 +1,9 @@
 """``torch_musa.core.reductions``: how musa events cross process boundaries (ForkingPickler).
-torch_musa._multiprocessing installs these, with the tensor and storage reducers, at import."""
+torch_musa.ipc.reducers installs these, with the tensor and storage reducers, at import."""
 from multiprocessing.reduction import ForkingPickler
 
-from .._multiprocessing import _rebuild_event as rebuild_event  # noqa: F401
-from .._multiprocessing import _reduce_event as reduce_event  # noqa: F401
+from ..ipc.reducers import _rebuild_event as rebuild_event  # noqa: F401
+from ..ipc.reducers import _reduce_event as reduce_event  # noqa: F401
 
 
 def init_reductions() -> None:

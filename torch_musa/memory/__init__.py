@@ -17,8 +17,9 @@ from typing import Any, Dict, Optional, Tuple
 
 import torch
 
-from . import _C, _unified_memory
-from ._device import _check_index, _index, _lazy_init
+from .. import _C
+from .._device import _check_index, _index, _lazy_init
+from . import unified as _unified_memory
 
 OutOfMemoryError = torch.OutOfMemoryError
 
@@ -47,7 +48,7 @@ _DROP_KEYS = {k for k in ("num_oom_rejections",) if k not in _CUDA_DOC}
 
 def memory_stats_as_nested_dict(device=None) -> Dict[str, Any]:
     """The statistics as torch.cuda.memory_stats_as_nested_dict() nests them, and where unified
-    memory's bytes are (unified_host_bytes, unified_device_bytes: see torch_musa._unified_memory)."""
+    memory's bytes are (unified_host_bytes, unified_device_bytes: see torch_musa.memory.unified)."""
     index = _device(device)
     stats = _C._memory_stats_nested(index)
     for k in _DROP_KEYS:
@@ -194,8 +195,8 @@ def caching_allocator_alloc(size: int, device=None, stream=None) -> int:
         _lazy_init()
         return _C._raw_alloc(int(size))
     dev = _device(device)
-    from .streams import stream as _stream_ctx
-    from ._device import device as _device_ctx
+    from ..streams import stream as _stream_ctx
+    from .._device import device as _device_ctx
 
     with _device_ctx(dev), (_stream_ctx(stream) if stream is not None else contextlib.nullcontext()):
         return _C._raw_alloc(int(size))
