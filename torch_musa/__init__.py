@@ -181,9 +181,9 @@ from . import comm  # noqa: E402,F401  (torch.musa.comm, as torch.cuda.comm)
 from . import nvtx  # noqa: E402,F401  (torch.musa.nvtx, as torch.cuda.nvtx: ranges in torch.profiler)
 from . import core, multi_tensor_apply  # noqa: E402,F401  (torch_musa's module paths; profiler: below)
 from .random import fork_rng  # noqa: E402,F401  (torch_musa.fork_rng)
-from . import _gated_paths  # noqa: E402
+from . import gates  # noqa: E402
 
-_gated_paths.install()  # torch Python paths that hard-code CUDA (DataParallel's comm functions)
+gates.install_all()  # torch Python functions that hard-code CUDA, wrapped for musa arguments (gates/registry.py)
 
 
 def __getattr__(name):

@@ -185,7 +185,7 @@ def scenario_collectives():
         for r in reqs:
             r.wait()
         check("batch_isend_irecv", got, torch.full((4,), float(prv + 7)))
-    # torch accepts Gloo groups only; on mccl it runs on mccl's CPU side channel (torch_musa/_gated_paths.py)
+    # torch accepts Gloo groups only; on mccl it runs on mccl's CPU side channel (torch_musa/gates/c10d.py)
     dist.monitored_barrier(timeout=timedelta(seconds=30), wait_all_ranks=True)
     dist.monitored_barrier()
     dist.barrier()
@@ -413,7 +413,7 @@ def scenario_ddp():
                 failures.append(f"ddp timer recorded no backward compute time: {extra['ddp_timing']}")
     # PowerSGD: approximate by design; vanilla all_reduce until start_powerSGD_iter, then every rank
     # must keep identical parameters. (On the cuda driver its torch.cuda.synchronize(bucket device)
-    # reaches musa through torch_musa/_gated_paths.py.)
+    # reaches musa through torch_musa/gates/ddp_hooks.py.)
     powersgd(data, ref_losses)
     # no_sync: two micro-batches accumulate locally, the second synchronizes
     ref_acc, ref_acc_model = reference_losses(Net, data, accumulate=2)

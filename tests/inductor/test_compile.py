@@ -104,11 +104,11 @@ def test_wrapper_device_choice_changes_for_marked_musa_graphs_only():
     # torch's GraphLowering.init_wrapper_code refuses cuda+musa and picks the wrapper by device
     # type; the run-time wrapper lets a graph the kernel-device pass marked through as musa's (a
     # CUDA graph, or one whose results musa's wrapper hands over), and leaves every other graph as is.
-    from torch_musa import _gated_paths
+    from torch_musa.gates import inductor_graph
     from torch_musa._inductor.kernel_device_pass import KERNEL_REGION_KEY, MUSA_RESULTS_KEY
 
     seen = []
-    init = _gated_paths._kr_wrap_init_wrapper_code(lambda self: seen.append(set(self.device_types)))
+    init = inductor_graph._wrap_init_wrapper_code(lambda self: seen.append(set(self.device_types)))
 
     class Lowering:
         def __init__(self, types, **meta):

@@ -214,16 +214,15 @@ def test_cpu_compiled_function_is_torchs(graph_calls):
     assert counters["inductor"]["cudagraph_skips"] == 1  # torch's "skipping cudagraphs due to cpu device"
 
 
-def test_wrappers_leave_other_devices_to_torch(monkeypatch):
+def test_wrappers_leave_other_devices_to_torch():
     from torch._inductor import cudagraph_trees, cudagraph_utils
-    from torch_musa import _gated_paths
+    from torch_musa.gates import graph_trees as graph_tree_gates, registry
 
-    original = _gated_paths._gt_originals[("torch._inductor.cudagraph_utils", "check_lowering_disable_cudagraph")]
+    original = registry.original("torch._inductor.cudagraph_utils.check_lowering_disable_cudagraph")
     cpu = {torch.device("cpu"): None}
     assert cudagraph_utils.check_lowering_disable_cudagraph(dict(cpu)) == original(dict(cpu))
     seen = []
-    monkeypatch.setitem(_gated_paths._gt_originals, ("x", "y"), None)  # (keeps the dict shape)
-    wrapped = _gated_paths._gt_wrap_cudagraphify_impl(lambda *a, **k: seen.append("torch"))
+    wrapped = graph_tree_gates._wrap_cudagraphify_impl(lambda *a, **k: seen.append("torch"))
     wrapped(lambda i: i, [torch.randn(2)], ())
     assert seen == ["torch"]
     assert cudagraph_trees.cudagraphify_impl.__wrapped__ is not None

@@ -1,7 +1,7 @@
 """nn.DataParallel on musa devices, as on cuda: torch.nn.parallel.comm's functions, replicate,
 parallel_apply, scatter/gather and training, compared with one-device and CPU references.
 
-torch's comm functions call CUDA-only torch._C functions; torch_musa/_gated_paths.py routes musa
+torch's comm functions call CUDA-only torch._C functions; torch_musa/gates/data_parallel.py routes musa
 arguments to musa implementations and everything else to torch, which the last tests check."""
 import copy
 import warnings
@@ -12,7 +12,7 @@ import torch.nn as nn
 from torch.nn.parallel import comm, parallel_apply, replicate
 from torch.nn.parallel.scatter_gather import gather, scatter_kwargs
 
-from torch_musa import _gated_paths
+from torch_musa.gates import registry
 
 
 def _needs_two():
@@ -188,7 +188,7 @@ def test_all_devices_output_device_and_functional():
 def test_musa_device_type_when_cuda_is_available(monkeypatch):
     """Where CUDA is available (the cuda driver's machine) torch's _get_available_device_type says
     "cuda"; a DataParallel built around a musa module still takes musa devices, others keep torch's."""
-    torch_answer = _gated_paths._dp_originals[("torch._utils", "_get_available_device_type")]
+    torch_answer = registry.original("torch._utils._get_available_device_type")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert torch._utils._get_available_device_type() == torch_answer() == "cuda"
     net = nn.Linear(3, 2)
@@ -228,7 +228,7 @@ def _same_outcome(a, b):
 
 def test_wrappers_leave_cpu_and_cuda_calls_to_torch():
     """CPU calls (and cuda calls, with a GPU) get exactly torch's own result or error."""
-    orig = {name: _gated_paths._dp_originals[("torch.nn.parallel.comm", name)]
+    orig = {name: registry.original(f"torch.nn.parallel.comm.{name}")
             for name in ("broadcast", "broadcast_coalesced", "reduce_add", "scatter", "gather")}
     x, y = torch.randn(4, 3), torch.randn(4, 3)
     calls = [
@@ -250,16 +250,16 @@ def test_wrappers_leave_cpu_and_cuda_calls_to_torch():
         ]
     for name, args, kwargs in calls:
         _same_outcome(_outcome(getattr(comm, name), *args, **kwargs), _outcome(orig[name], *args, **kwargs))
-    torch_answer = _gated_paths._dp_originals[("torch._utils", "_get_available_device_type")]
+    torch_answer = registry.original("torch._utils._get_available_device_type")
     assert torch._utils._get_available_device_type() == torch_answer()
     # a CPU module: DataParallel's own construction, attribute for attribute
-    torch_init = _gated_paths._dp_originals[("DataParallel", "__init__")]
+    torch_init = registry.original("torch.nn.parallel.data_parallel.DataParallel.__init__")
     a = nn.DataParallel(nn.Linear(2, 2))
     b = nn.DataParallel.__new__(nn.DataParallel)
     torch_init(b, nn.Linear(2, 2))
     assert a.device_ids == b.device_ids
     assert getattr(a, "src_device_obj", None) == getattr(b, "src_device_obj", None)
-    torch_fn = _gated_paths._dp_originals[("torch.nn.parallel.data_parallel", "data_parallel")]
+    torch_fn = registry.original("torch.nn.parallel.data_parallel.data_parallel")
     net = nn.Linear(3, 2)
     _same_outcome(_outcome(nn.parallel.data_parallel, net, x), _outcome(torch_fn, net, x))
 
