@@ -166,6 +166,7 @@ def test_testing_helpers(device):
 
     ip, port = testing.gen_ip_port()
     assert ip.startswith("127.") and len(ip.split(".")) == 4 and 10000 <= int(port) < 32768
+    assert testing.gen_ip_port() == (ip, port)  # spawned ranks each call it: they must agree
     assert testing.MULTIGPU_AVAILABLE == (torch.musa.device_count() >= 2)
     assert torch.bfloat16 in testing.get_float_types() or testing.get_musa_arch() < 22
     with testing.freeze_rng_state():

@@ -1,9 +1,9 @@
 """Markers, input sets and dtype lists torch_musa's op tests share; the comparators and OpTest
 are re-exported here, the module path tests import them from."""
 import functools
+import os
 import platform
 import random
-import time
 
 import pytest
 import torch
@@ -70,9 +70,11 @@ def get_raw_data():
 
 
 def gen_ip_port():
-    """A random loopback address and port ("127.a.b.c", "port") so concurrent distributed tests
-    do not collide; the port avoids the system range (below 10000, and 32768 up)."""
-    rng = random.Random(time.time_ns() ^ id(object()))
+    """A loopback address and port ("127.a.b.c", "port") for a distributed test's rendezvous. The
+    ranks call it themselves after mp.spawn, so it must agree across them: it is drawn from the parent
+    process's id (theirs in common), which differs between concurrent test runs. The port avoids the
+    system range (below 10000, and 32768 up)."""
+    rng = random.Random(os.getppid())
     return f"127.{rng.randrange(256)}.{rng.randrange(256)}.{rng.randrange(1, 255)}", str(rng.randrange(10000, 32768))
 
 
