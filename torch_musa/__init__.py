@@ -58,7 +58,7 @@ elif torch._C._get_privateuse1_backend_name() != "musa":
 if not hasattr(torch.version, "musa"):  # the MUSA runtime API level, as torch_musa writes it ("4030")
     torch.version.musa = str(_C._runtime_version())
 
-from ._device import (  # noqa: E402
+from ._core.device import (  # noqa: E402
     _DeviceGuard,
     _exchange_device,
     _lazy_init,
@@ -87,7 +87,7 @@ from ._device import (  # noqa: E402
 )
 has_half = True  # torch.cuda.has_half: musa computes in float16
 AcceleratorError = torch.AcceleratorError  # what a failed musa runtime call raises, as torch.cuda's
-from ._device_monitor import (  # noqa: E402
+from ._core.monitor import (  # noqa: E402
     clock_rate, device_memory_used, list_gpu_processes, memory_usage, power_draw, temperature, utilization,
 )
 
@@ -101,7 +101,8 @@ from .graphs.lifecycle import __all__ as _graph_hook_names  # noqa: E402
 from .graphs import dynamo_backend as _dynamo_musagraphs, lifecycle as _graph_lifecycle  # noqa: E402,F401  (earlier paths)
 from .graphs import update_musa_graph_with_profile  # noqa: E402,F401  (torch_musa's name)
 from . import graphs as musa_graph  # noqa: E402,F401  (torch_musa.musa_graph, torch_musa's module path)
-from . import _autograd_threads, _inductor  # noqa: E402  (cheap: they import no torch._dynamo)
+from ._core import autograd_threads as _autograd_threads  # noqa: E402
+from . import _inductor  # noqa: E402  (cheap: it imports no torch._dynamo)
 from . import memory  # noqa: E402
 from .memory import (  # noqa: E402
     MemPool,
@@ -151,10 +152,10 @@ from . import amp, ops, optim  # noqa: E402
 from . import fp8  # noqa: E402  (the fused casts' CUDA kernels; Triton loads on first use)
 from . import nn  # noqa: E402  (the fused LLM ops: torch.nn.RoPE, SwishGLU, fused RMSNorm and cross entropy)
 from . import distributed, mccl  # noqa: E402
-from . import _device as _device_module  # noqa: E402
+from ._core import device as _device_module  # noqa: E402
 from .cuda_compat import enable_cuda_compat  # noqa: E402
 from .amp import get_amp_supported_dtype  # noqa: E402
-from ._tensor_types import TYPES as _LEGACY_TENSOR_TYPES  # noqa: E402
+from ._core.tensor_types import TYPES as _LEGACY_TENSOR_TYPES  # noqa: E402
 from .backends import mudnn as _mudnn  # noqa: E402
 from .backends import musa as _backends_musa  # noqa: E402
 
@@ -170,7 +171,7 @@ from .ipc import reducers as _multiprocessing  # noqa: E402
 _multiprocessing.install()  # musa tensors sent to another process share their memory (IPC)
 ipc_collect = _multiprocessing.ipc_collect
 from . import ipc  # noqa: E402,F401  (torch.musa.ipc: export_tensor / open_tensor)
-from . import _serialization  # noqa: E402
+from ._core import serialization as _serialization  # noqa: E402
 from .memory import unified as _unified_memory  # noqa: E402
 
 _serialization.install()  # CUDA checkpoints without CUDA: the error names map_location='musa'

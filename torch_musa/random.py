@@ -5,7 +5,7 @@ from typing import Iterable, List
 import torch
 
 from . import _C
-from ._device import _check_index, _index, device_count
+from ._core.device import _check_index, _index, device_count
 
 
 def _generator(device=None) -> torch.Generator:

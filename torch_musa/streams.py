@@ -4,7 +4,7 @@ from typing import Optional
 import torch
 
 from . import _C
-from ._device import _check_index, _index, _lazy_init
+from ._core.device import _check_index, _index, _lazy_init
 
 
 class Stream(torch.Stream):
@@ -243,7 +243,7 @@ class StreamContext:
     def __enter__(self):
         if self.stream is None:
             return self
-        from ._device import current_device, set_device
+        from ._core.device import current_device, set_device
 
         self.prev_device = current_device()
         target = self.stream.device_index
@@ -258,7 +258,7 @@ class StreamContext:
     def __exit__(self, *args):
         if self.stream is None:
             return False
-        from ._device import set_device
+        from ._core.device import set_device
 
         for s in self.prev_streams:
             torch.accelerator.set_stream(s)

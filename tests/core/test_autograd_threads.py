@@ -9,7 +9,7 @@ import weakref
 
 import torch
 
-from torch_musa import _autograd_threads
+from torch_musa._core import autograd_threads as _autograd_threads
 
 
 class _Stashed:

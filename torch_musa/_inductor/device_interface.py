@@ -13,7 +13,8 @@ import torch
 from torch._dynamo.device_interface import DeviceInterface, caching_worker_current_devices, \
     caching_worker_device_properties
 
-from .. import _C, _device, memory, streams
+from .. import _C, memory, streams
+from .._core import device as _device
 
 _TYPE = "musa"
 

@@ -29,7 +29,8 @@ def register() -> None:
     from torch._dynamo.variables import torch as torch_variables
     from torch._dynamo.variables.user_defined import UserDefinedClassVariable
 
-    from .. import _device, _exports, streams
+    from .. import _exports, streams
+    from .._core import device as _device
 
     UserDefinedClassVariable._in_graph_classes().update({streams.Stream, streams.Event})
     # get_device_properties() folds to a constant object, as torch.cuda's _CudaDeviceProperties

@@ -35,7 +35,8 @@ from typing import Any
 
 import torch
 
-from .. import _C as _musa_C, _device as _musa_device, graphs, memory, streams
+from .. import _C as _musa_C, graphs, memory, streams
+from .._core import device as _musa_device
 
 _NAME = "torch_musa._inductor._musa_cudagraph_trees"
 _module = None

@@ -49,7 +49,8 @@ from torch._inductor.custom_graph_pass import CustomGraphModulePass
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils._pytree import tree_leaves, tree_map
 
-from .. import _C, _device
+from .. import _C
+from .._core import device as _device
 
 _log = logging.getLogger(__name__)
 _MUSA = "musa"

@@ -21,7 +21,8 @@ from torch._inductor.codegen.wrapper import (ExitDeviceContextManagerLine, Pytho
                                              SubgraphPythonWrapperCodegen)
 from torch._inductor.virtualized import V
 
-from .. import _C, _device
+from .. import _C
+from .._core import device as _device
 from .._version_gate import inductor_writes_size_asserts_as_text
 from .devices import DEVICES
 

@@ -5,7 +5,7 @@ from typing import Any, Union
 import torch
 from torch._utils import _get_device_index
 
-from .. import _device
+from .._core import device as _device
 
 DeviceUnion = Union[torch.device, int, str, None]
 

@@ -29,7 +29,7 @@ def is_available() -> bool:
 
 
 def _library_name() -> str:
-    from .._device import get_driver_name
+    from .._core.device import get_driver_name
 
     return "nccl" if get_driver_name() == "cuda" else "gloo"
 

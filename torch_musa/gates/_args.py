@@ -1,7 +1,7 @@
 """Whether a wrapper's argument is musa's: the test every gate makes before leaving torch's path."""
 import torch
 
-from .. import _device
+from .._core import device as _device
 
 
 def is_musa_tensor(t) -> bool:

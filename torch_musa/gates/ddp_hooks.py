@@ -14,7 +14,7 @@ def _wrap_cuda_synchronize(torch_fn):
     @functools.wraps(torch_fn)
     def synchronize(device=None):
         if _args.is_musa_device(device):
-            from .. import _device
+            from .._core import device as _device
 
             return _device.synchronize(device)
         return torch_fn(device)

@@ -119,7 +119,7 @@ def graph_pool_handle() -> PoolHandle:
     .. warning::
         Beta API, like its CUDA counterpart; it may change.
     """
-    from .._device import current_device
+    from .._core.device import current_device
 
     return tuple(_ext()._graph_pool_handle(current_device()))  # type: ignore[return-value]
 
@@ -401,7 +401,7 @@ class graph:
     def _side_stream(cls) -> torch.Stream:
         # One capture runs at a time in a process (the documented rule for graphs),
         # so the lazily created shared side streams need no locking.
-        from .._device import current_device
+        from .._core.device import current_device
         from ..streams import Stream
 
         index = current_device()
@@ -417,7 +417,7 @@ class graph:
         return side
 
     def __enter__(self) -> None:
-        from .._device import synchronize
+        from .._core.device import synchronize
         from ..memory import empty_cache
 
         synchronize()
@@ -657,7 +657,7 @@ def make_graphed_callables(
     .. warning::
         Beta API, like its CUDA counterpart; it may change.
     """
-    from .._device import synchronize
+    from .._core.device import synchronize
     from ..streams import Stream, stream
 
     if _autocast_cache_active():

@@ -247,7 +247,7 @@ class _Captured:
         self.plan = _OutputPlan(static_inputs, static_outputs)
 
     def run(self, args: Sequence[Any]) -> list[Any]:
-        from .._device import current_device, device as device_ctx
+        from .._core.device import current_device, device as device_ctx
 
         if current_device() != self.device:
             with device_ctx(self.device):
@@ -322,7 +322,7 @@ class _GraphRunner:
         return entry.run(args)
 
     def _capture(self, args, device: int):
-        from .._device import device as device_ctx
+        from .._core.device import device as device_ctx
         from ._graphs import MUSAGraph, graph
 
         with device_ctx(device):

@@ -48,7 +48,7 @@ def _share_musa_(self):
 def _new_shared_musa(cls, device, handle, size_bytes, offset_bytes, ref_counter_handle, ref_counter_offset,
                      event_handle, event_sync_required):
     """``UntypedStorage._new_shared_musa(...)``, as ``_new_shared_cuda``: opens what ``_share_musa_`` gave."""
-    from .._device import _lazy_init
+    from .._core.device import _lazy_init
 
     _lazy_init()
     return _ipc()._open_storage(device, handle, offset_bytes, size_bytes,
@@ -157,7 +157,7 @@ def _reduce_event(event):
 
 def ipc_collect() -> None:
     """Frees musa memory this process sent to others that they have released (torch.cuda.ipc_collect)."""
-    from .._device import is_initialized
+    from .._core.device import is_initialized
 
     if is_initialized():
         _ipc()._collect()
@@ -167,7 +167,7 @@ def _wait_for_receivers() -> None:
     """At exit, with the cuda driver, memory sent to other processes would be freed with this
     process's CUDA context: wait (TORCH_MUSA_IPC_EXIT_TIMEOUT seconds, default 30) for the
     receivers to let it go. The host driver's memory lives on in the receivers' mappings."""
-    from .._device import get_driver_name, is_initialized
+    from .._core.device import get_driver_name, is_initialized
 
     if not is_initialized() or get_driver_name() == "host":
         return
@@ -186,7 +186,7 @@ def _wait_for_receivers() -> None:
 def _release_received() -> None:
     """At exit, what this process received is released to its senders (a storage still referenced
     during interpreter finalization would otherwise never be)."""
-    from .._device import is_initialized
+    from .._core.device import is_initialized
 
     if is_initialized():
         _ipc()._release_all_received()

@@ -18,7 +18,7 @@ from typing import Any, Dict, Optional, Tuple
 import torch
 
 from .. import _C
-from .._device import _check_index, _index, _lazy_init
+from .._core.device import _check_index, _index, _lazy_init
 from . import unified as _unified_memory
 
 OutOfMemoryError = torch.OutOfMemoryError
@@ -196,7 +196,7 @@ def caching_allocator_alloc(size: int, device=None, stream=None) -> int:
         return _C._raw_alloc(int(size))
     dev = _device(device)
     from ..streams import stream as _stream_ctx
-    from .._device import device as _device_ctx
+    from .._core.device import device as _device_ctx
 
     with _device_ctx(dev), (_stream_ctx(stream) if stream is not None else contextlib.nullcontext()):
         return _C._raw_alloc(int(size))

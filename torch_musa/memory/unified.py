@@ -54,7 +54,7 @@ def device_view(storage, location: str):
     ("musa", "musa:1"); None when ``storage`` is not unified memory (it is then copied as usual)."""
     if not isinstance(storage, torch.UntypedStorage) or storage.device.type != "cpu" or not _C._unified_is(storage):
         return None
-    from .._device import _check_index, _index, _lazy_init
+    from .._core.device import _check_index, _index, _lazy_init
 
     _lazy_init()
     device = torch.device(location)

@@ -33,7 +33,7 @@ def target() -> str:
         if forced not in TARGETS:
             raise ValueError(f"TORCH_MUSA_EXT_TARGET={forced!r} is not one of {TARGETS}")
         return forced
-    from ... import _device
+    from ..._core import device as _device
 
     return "cuda" if _device.get_driver_name() == "cuda" else "host"
 

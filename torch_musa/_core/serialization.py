@@ -5,7 +5,7 @@ map_location='cuda'); under torch_musa.enable_cuda_compat() / ``python -m torch_
 (which map CUDA storages to musa), it is never reached."""
 import torch
 
-from .memory import unified as _unified_memory
+from ..memory import unified as _unified_memory
 
 
 def _tag(obj):

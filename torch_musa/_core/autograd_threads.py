@@ -26,7 +26,8 @@ import atexit
 
 import torch
 
-from . import _C, _device
+from .. import _C
+from . import device as _device
 
 
 def _drain_device_threads() -> None:

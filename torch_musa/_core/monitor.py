@@ -9,9 +9,9 @@ import os
 
 import torch
 
-from . import _C
-from ._device import _check_index, _index, _lazy_init, get_driver_name
-from .memory import mem_get_info
+from .. import _C
+from .device import _check_index, _index, _lazy_init, get_driver_name
+from ..memory import mem_get_info
 
 
 def _gpu(device) -> int:

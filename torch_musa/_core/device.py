@@ -4,7 +4,7 @@ from typing import Any, Optional, Union
 
 import torch
 
-from . import _C
+from .. import _C
 
 _DeviceLike = Union[torch.device, str, int, None]
 _initialized = False

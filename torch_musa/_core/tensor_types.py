@@ -2,6 +2,8 @@
 ``torch.musa.LongTensor([1, 2])``, ``isinstance(t, torch.musa.HalfTensor)``), as torch.cuda has them."""
 import torch
 
+from .device import current_device
+
 _DTYPES = {
     "FloatTensor": torch.float32, "DoubleTensor": torch.float64, "HalfTensor": torch.float16,
     "BFloat16Tensor": torch.bfloat16, "ByteTensor": torch.uint8, "CharTensor": torch.int8,
@@ -24,7 +26,7 @@ def _make(name, dtype):
 
     def __new__(cls, *args, device=None):
         # The CPU constructor's rules (sizes, a sequence, a tensor of that dtype), placed on musa.
-        return cpu_ctor(*args).to(torch.device("musa", torch.musa.current_device() if device is None else device))
+        return cpu_ctor(*args).to(torch.device("musa", current_device() if device is None else device))
 
     cls = _LegacyTensorType(name, (), {"dtype": dtype, "__new__": __new__, "__module__": "torch.musa"})
     # Tensor.type(cls) reads the class's C-level name (tp_name), which for torch.cuda's
