@@ -86,6 +86,7 @@ from ._core.device import (  # noqa: E402
     set_sync_debug_mode,
 )
 has_half = True  # torch.cuda.has_half: musa computes in float16
+_get_device_properties = get_device_properties  # torch.cuda's private name for it (torch_musa's core.device calls it)
 AcceleratorError = torch.AcceleratorError  # what a failed musa runtime call raises, as torch.cuda's
 from ._core.monitor import (  # noqa: E402
     clock_rate, device_memory_used, list_gpu_processes, memory_usage, power_draw, temperature, utilization,
@@ -153,7 +154,7 @@ from . import fp8  # noqa: E402  (the fused casts' CUDA kernels; Triton loads on
 from . import nn  # noqa: E402  (the fused LLM ops: torch.nn.RoPE, SwishGLU, fused RMSNorm and cross entropy)
 from . import distributed, mccl  # noqa: E402
 from ._core import device as _device_module  # noqa: E402
-from .cuda_compat import enable_cuda_compat  # noqa: E402
+from .cuda_compat import enable_cuda_compat  # noqa: E402  (torch_musa.cuda_compat is utils.cuda_compat)
 from .amp import get_amp_supported_dtype  # noqa: E402
 from ._core.tensor_types import TYPES as _LEGACY_TENSOR_TYPES  # noqa: E402
 from .backends import mudnn as _mudnn  # noqa: E402

@@ -36,7 +36,7 @@ _SITECUSTOMIZE = '''\
 import os as _os, sys as _sys
 if _os.environ.get("{flag}") == "1":
     try:
-        from torch_musa.cuda_compat import enable_cuda_compat as _enable
+        from torch_musa.utils.cuda_compat import enable_cuda_compat as _enable
         _enable()
     except Exception as _e:  # never break interpreter start-up
         _sys.stderr.write("torch_musa.run: cuda compat not enabled in child process: %r\\n" % (_e,))
@@ -83,7 +83,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     if script is not None and not os.path.isfile(script):
         raise SystemExit(f"torch_musa.run: no such script: {script}")
 
-    from torch_musa.cuda_compat import enable_cuda_compat
+    from torch_musa.utils.cuda_compat import enable_cuda_compat
 
     _install_child_hook()
     enable_cuda_compat()
