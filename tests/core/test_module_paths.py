@@ -227,3 +227,43 @@ def test_ext_loader_loads_the_multi_tensor_kernels(device):
     ext.multi_tensor_lamb(2048, flag, [mg, mp, mm, mv], lr, b1, b2, eps, 1, True, wd, True, 1, gnorm.item(), 1.0)
     for got, want in zip(mp, expected):
         torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_get_device_properties_private_name_is_the_public_function():
+    # torch.cuda._get_device_properties(i) is what torch.cuda.get_device_properties(i) returns
+    assert torch_musa._get_device_properties is torch.musa.get_device_properties
+    for i in range(torch.musa.device_count()):
+        assert torch_musa._get_device_properties(i) == torch.musa.get_device_properties(torch.device("musa", i))
+    with pytest.raises(RuntimeError, match="invalid musa device index"):
+        torch_musa._get_device_properties(torch.musa.device_count())
+
+
+def test_find_musa_home_is_a_root_with_musas_headers_and_runtime(monkeypatch, tmp_path):
+    from torch_musa.utils import musa_extension
+
+    monkeypatch.delenv("MUSA_HOME", raising=False)
+    monkeypatch.delenv("MUSA_PATH", raising=False)
+    home = musa_extension._find_musa_home()
+    assert os.path.isfile(os.path.join(home, "include", "musa_runtime.h"))
+    assert os.path.isfile(os.path.join(home, "lib", "libmusart.so"))
+    assert home in [os.path.dirname(p) for p in musa_extension.include_paths()]  # where builds look
+    monkeypatch.setenv("MUSA_PATH", str(tmp_path / "path"))
+    assert musa_extension._find_musa_home() == str(tmp_path / "path")
+    monkeypatch.setenv("MUSA_HOME", str(tmp_path / "home"))  # MUSA_HOME first, as theirs and torch's CUDA_HOME
+    assert musa_extension._find_musa_home() == str(tmp_path / "home")
+
+
+def test_apply_distributed_patch_ensures_mccl_serves_musa(monkeypatch):
+    import torch.distributed as dist
+
+    from torch_musa.distributed import _apply_distributed_patch
+
+    # A torch that lost the registration (as a fresh torch.distributed has none) gets it back.
+    monkeypatch.delitem(dist.Backend._plugins, "MCCL")
+    monkeypatch.delitem(dist.Backend.default_device_backend_map, "musa")
+    assert not dist.is_mccl_available()
+    _apply_distributed_patch()
+    assert dist.Backend.default_device_backend_map["musa"] == "mccl" and dist.is_mccl_available()
+    monkeypatch.setitem(dist.Backend.default_device_backend_map, "musa", "gloo")
+    with pytest.raises(RuntimeError, match="runs musa tensors with 'gloo', not torch_musa's 'mccl'.*backend='mccl'"):
+        _apply_distributed_patch()

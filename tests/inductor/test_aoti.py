@@ -154,3 +154,36 @@ def test_package_with_flash_attention(tmp_path):
     path = torch._inductor.aoti_compile_and_package(ep, package_path=str(tmp_path / "attend.pt2"))
     got = torch._inductor.aoti_load_package(path)(q, k, v)
     torch.testing.assert_close(got, Attend()(q, k, v), rtol=2e-3, atol=2e-3)
+
+
+# --- torch_musa's loader names (torch_musa._inductor.package.load_package, torch_musa._export.aot_load) ---
+
+def test_torch_musa_load_package_runs_the_package(net, package):
+    from torch_musa._inductor.package import load_package
+
+    x = torch.randn(EXPORT_BATCH, FEATURES, device="musa")
+    for got, want in zip(load_package(package, "musa")(x), _eager(net, x)):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="for 'musa' or 'cpu', not 'meta'"):
+        load_package(package, "meta")
+
+
+def test_aot_compile_outputs_load_with_torch_musas_loaders(net):
+    from torch._inductor import config
+
+    from torch_musa._export import aot_load
+    from torch_musa._inductor.package import load_package
+
+    x = torch.randn(EXPORT_BATCH, FEATURES, device="musa")
+    gm = torch.export.export(net, (x,)).module()
+    with config.patch({"aot_inductor.package": True}):  # the files to package, the library among them
+        files = torch._inductor.aot_compile(gm, (x,))
+    library = next(f for f in files if f.endswith(".so"))
+    expected = _eager(net, x)
+    for model in (aot_load(library, "musa"), load_package(files, "musa:0")):
+        out = model(x)
+        assert len(out) == len(expected) and out[0].device == x.device
+        for got, want in zip(out, expected):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="not a package: load it with torch_musa._export.aot_load"):
+        load_package(library, "musa")

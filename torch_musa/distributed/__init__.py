@@ -145,5 +145,23 @@ def _register() -> None:
     dist.ProcessGroupMCCL = ProcessGroupMCCL
 
 
+def _apply_distributed_patch() -> None:
+    """torch_musa's hook that readies torch.distributed for musa (their package patches device mesh,
+    FSDP, DTensor and c10d there). Here those work through torch's device-generic paths once mccl is
+    musa's registered backend, and the few CUDA-only functions are wrapped when torch_musa loads
+    (gates/c10d.py, gates/ddp_hooks.py): so this ensures the registration, and says when another
+    backend holds musa (nothing torch_musa registers would then run)."""
+    if not is_available():
+        return
+    _register()
+    import torch.distributed as dist
+
+    holder = dist.Backend.default_device_backend_map.get("musa")
+    if holder != "mccl":
+        raise RuntimeError(f"torch.distributed runs musa tensors with {holder or 'no backend'!r}, not torch_musa's "
+                           "'mccl': something re-registered the musa device's backend; pass backend='mccl' "
+                           "(or 'cpu:gloo,musa:mccl') to init_process_group")
+
+
 __all__ = ["ProcessGroupMCCL", "check_collectives_enabled", "is_available", "is_mccl_available", "staged_counts", "reset_staged_counts",
            "collective_bytes", "reset_collective_bytes"]

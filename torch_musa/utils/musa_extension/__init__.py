@@ -42,9 +42,15 @@ __all__ = [
     "verify_ninja_availability",
 ]
 
-# Where musa's headers and runtime live for extension builds: the torch_musa package
-# (MUSA_HOME overrides, for scripts that print or check it).
-MUSA_HOME: Optional[str] = os.environ.get("MUSA_HOME") or _build.PACKAGE_DIR
+
+def _find_musa_home() -> str:
+    """The MUSA root extension builds use (``include/musa_runtime.h``, ``lib/libmusart.so``):
+    ``MUSA_HOME`` or ``MUSA_PATH`` when set (for scripts that point at a toolkit), else the
+    torch_musa package, which ships those headers and the runtime itself."""
+    return os.environ.get("MUSA_HOME") or os.environ.get("MUSA_PATH") or _build.PACKAGE_DIR
+
+
+MUSA_HOME: Optional[str] = _find_musa_home()
 
 target = _build.target
 
