@@ -53,10 +53,21 @@ def _label(obj, where):
     return where
 
 
+def _foreign(obj):
+    """A module's helper imports (sys, typing.Any, contextlib.contextmanager): not its API."""
+    if isinstance(obj, types.ModuleType):
+        name = obj.__name__
+    elif callable(obj) or isinstance(obj, type):
+        name = getattr(obj, "__module__", None) or ""
+    else:
+        return False
+    return not (name == "torch" or name.startswith(("torch.", "torch_musa", "torch._")))
+
+
 def public_names(mod):
-    names = {n for n in dir(mod) if not n.startswith("_")}
-    names.update(n for n in getattr(mod, "__all__", ()) if isinstance(n, str))
-    return sorted(names)
+    exported = {n for n in getattr(mod, "__all__", ()) if isinstance(n, str)}
+    names = {n for n in dir(mod) if not n.startswith("_") and not _foreign(getattr(mod, n, None))}
+    return sorted(names | exported)
 
 
 def rows():
