@@ -16,6 +16,13 @@ Fails (exit 1, printing the offending imports) on
   edge is to the module named; the implicit import of its parent packages is Python's machinery
   (every submodule needs the root package loaded) and is not an edge.
 
+* a run-time reach into the package root through torch: ``torch.musa.<name>``, ``torch.musa``
+  itself, ``torch.get_device_module("musa")``, ``getattr(torch, "musa")``. ``torch.musa`` is the
+  root, so such a call is a root import postponed to run time, hidden from the checks above:
+  import the module that owns the name. A module whose point is torch's registered device module
+  (it hands torch.musa to torch as a whole) is listed in ``scripts/torch_musa_attr_allow.txt``
+  (``module  # why``); listed modules that no longer reach it are reported.
+
 A line in ``scripts/import_graph_allow.txt`` (``module -> target``) tolerates one edge still to be
 fixed; the file is meant to shrink to nothing, and listed edges that no longer exist are reported.
 """
@@ -26,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "torch_musa"
 ALLOW = ROOT / "scripts" / "import_graph_allow.txt"
+MUSA_ALLOW = ROOT / "scripts" / "torch_musa_attr_allow.txt"
 
 
 def package_modules(pkg_dir):
@@ -87,6 +95,35 @@ def imports_of(module, path, mods):
     return found
 
 
+def _is_torch(node):
+    return isinstance(node, ast.Name) and node.id == "torch"
+
+
+def _is_musa_str(node):
+    return isinstance(node, ast.Constant) and node.value == "musa"
+
+
+def torch_musa_uses(path):
+    """(line, what) for each run-time reach into torch.musa in one file."""
+    tree = ast.parse(path.read_text(), str(path))
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "musa" and _is_torch(node.value):
+            parent = parents.get(node)
+            found.append((node.lineno, f"torch.musa.{parent.attr}" if isinstance(parent, ast.Attribute)
+                          else "torch.musa"))
+        elif isinstance(node, ast.Call) and node.args:
+            f = node.func
+            if (isinstance(f, ast.Attribute) and f.attr == "get_device_module" and _is_torch(f.value)
+                    and _is_musa_str(node.args[0])):
+                found.append((node.lineno, 'torch.get_device_module("musa")'))
+            elif (isinstance(f, ast.Name) and f.id == "getattr" and len(node.args) > 1 and _is_torch(node.args[0])
+                    and _is_musa_str(node.args[1])):
+                found.append((node.lineno, 'getattr(torch, "musa")'))
+    return sorted(found)
+
+
 def _is_import_module(call):
     f = call.func
     named = (isinstance(f, ast.Attribute) and f.attr == "import_module") or (
@@ -135,27 +172,38 @@ def cycles(graph):
     return out
 
 
+def _allow_lines(path):
+    if not path.exists():
+        return []
+    return [s for s in (line.split("#", 1)[0].strip() for line in path.read_text().splitlines()) if s]
+
+
 def load_allowed():
-    if not ALLOW.exists():
-        return set()
-    pairs = set()
-    for line in ALLOW.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            src, dst = (s.strip() for s in line.split("->"))
-            pairs.add((src, dst))
-    return pairs
+    return {tuple(s.strip() for s in line.split("->")) for line in _allow_lines(ALLOW)}
 
 
-def check(pkg_dir=ROOT / PACKAGE, allowed=None):
+def load_musa_allowed():
+    return set(_allow_lines(MUSA_ALLOW))
+
+
+def check(pkg_dir=ROOT / PACKAGE, allowed=None, musa_allowed=None):
     """Returns the list of problems (strings); empty when the graph is clean."""
     mods = package_modules(pkg_dir)
     allowed = load_allowed() if allowed is None else allowed
-    graph, where, problems, used = {}, {}, [], set()
+    musa_allowed = load_musa_allowed() if musa_allowed is None else musa_allowed
+    graph, where, problems, used, musa_used = {}, {}, [], set(), set()
     for module, path in mods.items():
         if path is None:
             continue
         rel = path.relative_to(pkg_dir.parent)
+        for line, what in torch_musa_uses(path) if module != PACKAGE else ():  # the root is torch.musa
+            if module in musa_allowed:
+                musa_used.add(module)
+            else:
+                problems.append(f"{rel}:{line}: reaches the package root at run time ({what}); import the "
+                                f"module that owns the name (torch_musa._core.device, torch_musa.streams, ...) "
+                                f"instead, or, where torch's registered module is the point, list {module} in "
+                                f"{MUSA_ALLOW.name}")
         for line, target, root_import in imports_of(module, path, mods):
             if (module, target) in allowed:
                 used.add((module, target))
@@ -172,6 +220,8 @@ def check(pkg_dir=ROOT / PACKAGE, allowed=None):
         problems.append("import cycle among " + ", ".join(comp) + ":\n" + "\n".join(edges))
     for src, dst in sorted(allowed - used):
         problems.append(f"{ALLOW.name}: '{src} -> {dst}' is no longer imported; remove the line")
+    for module in sorted(musa_allowed - musa_used):
+        problems.append(f"{MUSA_ALLOW.name}: '{module}' no longer reaches torch.musa; remove the line")
     return problems
 
 
@@ -182,7 +232,7 @@ def main():
     if problems:
         print(f"{len(problems)} import-graph problem(s)")
         return 1
-    print("torch_musa import graph: no root imports, no cycles")
+    print("torch_musa import graph: no root imports, no cycles, no run-time torch.musa reads outside the allow-list")
     return 0
 
 

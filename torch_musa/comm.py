@@ -1,9 +1,12 @@
 """torch.musa.comm: torch.cuda.comm's functions for musa tensors (DataParallel's building blocks):
 copies between musa devices on the given musa streams, sums on the destination. torch's
-``torch.nn.parallel.comm`` reaches them for musa arguments (torch_musa/_gated_paths.py), since
+``torch.nn.parallel.comm`` reaches them for musa arguments (torch_musa/gates/data_parallel.py), since
 torch's own call CUDA-only ``torch._C`` functions."""
 import torch
 from torch.nn.parallel.comm import reduce_add_coalesced  # noqa: F401  (pure Python over reduce_add)
+
+from . import streams as _streams
+from ._core import device as _device
 
 __all__ = ["broadcast", "broadcast_coalesced", "reduce_add", "reduce_add_coalesced", "scatter", "gather"]
 
@@ -45,7 +48,7 @@ def _broadcast_to(tensor, devices):
         if d == src:
             results.append(tensor)
             continue
-        with torch.musa.device(d):
+        with _device.device(d):
             out = torch.empty(tensor.shape, dtype=tensor.dtype, device=torch.device("musa", d))
             out.copy_(tensor, non_blocking=True)
         results.append(out)
@@ -74,7 +77,7 @@ def broadcast(tensor, devices=None, *, out=None):
         return tuple(_broadcast_to(tensor, [_index(d) for d in devices]))
     _check_out(out, tensor, "tensor")
     for o in out:
-        with torch.musa.device(o.get_device()):
+        with _device.device(o.get_device()):
             o.copy_(tensor, non_blocking=True)
     return tuple(out)
 
@@ -115,7 +118,7 @@ def reduce_add(inputs, destination=None):
     """musa side of ``torch.nn.parallel.comm.reduce_add`` (torch 2.11-2.15): the sum on the
     destination musa device (default: the current one), the other inputs copied there on its
     current stream (torch's NCCL branch is CUDA-only)."""
-    destination = torch.musa.current_device() if destination is None else _index(destination)
+    destination = _device.current_device() if destination is None else _index(destination)
     input_size = inputs[0].size()
     root_index = None
     for i, inp in enumerate(inputs):
@@ -134,7 +137,7 @@ def reduce_add(inputs, destination=None):
         return inputs[0]
     dst = torch.device("musa", destination)
     nonroot = [t for i, t in enumerate(inputs) if i != root_index]
-    with torch.musa.device(destination):
+    with _device.device(destination):
         result = inputs[root_index] + nonroot[0].to(device=dst, non_blocking=True)
         for other in nonroot[1:]:
             result.add_(other.to(device=dst, non_blocking=True))
@@ -169,7 +172,7 @@ def scatter(tensor, devices=None, chunk_sizes=None, dim=0, streams=None, *, out=
             if d == src:
                 continue
             stream = _musa_stream_or_none(streams, i, d)
-            with torch.musa.device(d), torch.musa.stream(stream):
+            with _device.device(d), _streams.stream(stream):
                 chunks[i] = chunk.to(torch.device("musa", d), non_blocking=True)
         return tuple(chunks)
     if devices is not None:
@@ -184,7 +187,7 @@ def scatter(tensor, devices=None, chunk_sizes=None, dim=0, streams=None, *, out=
                            f"the size of the source tensor along that dim ({tensor.size(dim)})")
     for i, (o, chunk) in enumerate(zip(out, tensor.split(sizes, dim))):
         stream = _musa_stream_or_none(streams, i, o.get_device())
-        with torch.musa.device(o.get_device()), torch.musa.stream(stream):
+        with _device.device(o.get_device()), _streams.stream(stream):
             o.copy_(chunk, non_blocking=True)
     return tuple(out)
 
@@ -192,7 +195,7 @@ def scatter(tensor, devices=None, chunk_sizes=None, dim=0, streams=None, *, out=
 def _gather_into(tensors, out, dim):
     for i, (piece, t) in enumerate(zip(out.split([t.size(dim) for t in tensors], dim), tensors)):
         if out.device.type == "musa":
-            with torch.musa.device(out.get_device()):
+            with _device.device(out.get_device()):
                 piece.copy_(t, non_blocking=True)
         else:
             piece.copy_(t)
@@ -250,7 +253,7 @@ def gather(tensors, dim=0, destination=None, *, out=None):
     if destination == -1:
         warnings.warn('Using -1 to represent CPU tensor is deprecated. Please use a device object or string '
                       'instead, e.g., "cpu".', FutureWarning, stacklevel=3)
-    index = torch.musa.current_device() if destination is None else _get_device_index(destination, allow_cpu=True)
+    index = _device.current_device() if destination is None else _get_device_index(destination, allow_cpu=True)
     device = torch.device("cpu") if index == -1 else torch.device("musa", index)
     formats = {_memory_format(t) for t in tensors}
     fmt = formats.pop() if len(formats) == 1 else torch.contiguous_format

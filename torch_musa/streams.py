@@ -4,7 +4,7 @@ from typing import Optional
 import torch
 
 from . import _C
-from ._core.device import _check_index, _index, _lazy_init
+from ._core.device import _check_index, _index, _lazy_init, current_device
 
 
 class Stream(torch.Stream):
@@ -184,7 +184,7 @@ def _sleep(cycles: int) -> None:
     if not isinstance(cycles, int) or cycles < 0:
         raise ValueError(f"_sleep needs a non-negative int number of cycles, got {cycles!r}")
     _lazy_init()
-    d = torch.musa.current_device()
+    d = current_device()
     if _C._driver_name() == "host":
         _C._stream_spin(d, cycles)
         return

@@ -13,6 +13,8 @@ from contextlib import contextmanager
 
 import torch
 
+from .._core import device as _device
+
 _FLAGS = {
     "enabled": (torch._C._get_cudnn_enabled, torch._C._set_cudnn_enabled),
     "benchmark": (torch._C._get_cudnn_benchmark, torch._C._set_cudnn_benchmark),
@@ -22,7 +24,7 @@ _FLAGS = {
 
 
 def is_available() -> bool:
-    return torch.musa.is_available()
+    return _device.is_available()
 
 
 # The muDNN level whose features musa's ops provide, on every driver: torch_musa's sources gate

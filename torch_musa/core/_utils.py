@@ -58,11 +58,11 @@ def _get_musa_arch() -> int:
             raise ValueError(f"TORCH_MUSA_ARCH={override!r} is not a musa architecture; set one of "
                              f"{', '.join(map(str, _KNOWN_ARCHES))} or unset it to read device 0's")
         return int(override)
-    if not torch.musa.is_available():
+    if not _device.is_available():
         raise RuntimeError("no musa device to read the architecture from (torch.musa.is_available() "
                            "is False); set TORCH_MUSA_ARCH to one of "
                            f"{', '.join(map(str, _KNOWN_ARCHES))}")
-    major, minor = torch.musa.get_device_capability(0)
+    major, minor = _device.get_device_capability(0)
     return major * 10 + minor
 
 

@@ -15,6 +15,8 @@ from typing import Any, Dict, Optional, Tuple
 
 import torch
 
+from .._core import device as _device
+
 __all__ = ["MUSAIPCTensorHandle", "MUSAIPCTensor", "export_tensor", "open_tensor"]
 
 # Positions of byte strings in the storage tuple: its handle, the counter's file, the event.
@@ -82,7 +84,7 @@ class MUSAIPCTensor:
 
 
 def _uuid(device) -> str:
-    return str(torch.musa.get_device_properties(device).uuid)
+    return str(_device.get_device_properties(device).uuid)
 
 
 def export_tensor(tensor: torch.Tensor) -> MUSAIPCTensorHandle:
@@ -98,7 +100,7 @@ def export_tensor(tensor: torch.Tensor) -> MUSAIPCTensorHandle:
 
 
 def _local_index(device_uuid: str) -> int:
-    visible = {_uuid(i): i for i in range(torch.musa.device_count())}
+    visible = {_uuid(i): i for i in range(_device.device_count())}
     if device_uuid not in visible:
         raise RuntimeError(f"the MUSA device {device_uuid} of this handle is not visible here "
                            f"(visible: {sorted(visible)}); check MUSA_VISIBLE_DEVICES")

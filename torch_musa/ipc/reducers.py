@@ -148,7 +148,9 @@ def _musa_first(torch_reducer, musa_reducer):
 
 
 def _rebuild_event(device, handle):
-    return torch.musa.Event.from_ipc_handle(device, handle)
+    from ..streams import Event
+
+    return Event.from_ipc_handle(device, handle)
 
 
 def _reduce_event(event):

@@ -10,6 +10,7 @@ import types
 import torch
 
 from .. import _version_gate
+from .._core import device as _device
 
 if _version_gate.profiler_anti_patterns_available():
     from torch.profiler import _pattern_matcher as _pm
@@ -31,7 +32,7 @@ if _version_gate.profiler_anti_patterns_available():
 
         @property
         def skip(self) -> bool:
-            return not torch.musa.is_tf32_supported() or _pm.Pattern.skip.fget(self) or not self.prof.record_shapes
+            return not _device.is_tf32_supported() or _pm.Pattern.skip.fget(self) or not self.prof.record_shapes
 
 
     # torch's report body, reading these two classes where it names CUDA's (its code is not copied).

@@ -8,6 +8,7 @@ import random
 import pytest
 import torch
 
+from .._core import device as _device
 from .common_utils import get_musa_arch
 from .comparators import (  # noqa: F401
     AbsDiffComparator, BooleanComparator, Comparator, DefaultComparator, QuantizedComparator, RelDiffComparator)
@@ -20,8 +21,8 @@ try:
 except ImportError:
     _HAS_TRITON = False
 
-MUSA_AVAILABLE = torch.musa.is_available()
-MULTIGPU_AVAILABLE = MUSA_AVAILABLE and torch.musa.device_count() >= 2
+MUSA_AVAILABLE = _device.is_available()
+MULTIGPU_AVAILABLE = MUSA_AVAILABLE and _device.device_count() >= 2
 
 skip_if_musa_unavailable = pytest.mark.skipif(not MUSA_AVAILABLE, reason="No MUSA device is detected")
 skip_if_not_multiple_musa_device = pytest.mark.skipif(not MULTIGPU_AVAILABLE, reason="Expect multiple MUSA devices")
@@ -43,7 +44,7 @@ def test_on_nonzero_card_if_multiple_musa_device(musa_device: int):
         @functools.wraps(test_func)
         def infunc(*args, **kwargs):
             if MULTIGPU_AVAILABLE:
-                with torch.musa.device(musa_device):
+                with _device.device(musa_device):
                     test_func(*args, **kwargs)
             test_func(*args, **kwargs)
 

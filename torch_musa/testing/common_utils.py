@@ -12,6 +12,8 @@ from statistics import mean
 import pytest
 import torch
 
+from .. import random as _musa_random, streams
+from .._core import device as _device
 from ..core._utils import _get_musa_arch
 
 
@@ -26,9 +28,9 @@ def get_cycles_per_ms() -> float:
     without the 2 fastest and 2 slowest (the first calls include start-up work)."""
 
     def measure() -> float:
-        start, end = torch.musa.Event(enable_timing=True), torch.musa.Event(enable_timing=True)
+        start, end = streams.Event(enable_timing=True), streams.Event(enable_timing=True)
         start.record()
-        torch.musa._sleep(1000000)
+        streams._sleep(1000000)
         end.record()
         end.synchronize()
         return 1000000 / start.elapsed_time(end)
@@ -45,7 +47,7 @@ def freeze_rng_state():
 
     def states():
         with no_dispatch():
-            return torch.get_rng_state(), (torch.musa.get_rng_state() if torch.musa.is_available() else None)
+            return torch.get_rng_state(), (_musa_random.get_rng_state() if _device.is_available() else None)
 
     cpu_state, musa_state = states()
     try:
@@ -53,7 +55,7 @@ def freeze_rng_state():
     finally:
         with no_dispatch():
             if musa_state is not None:
-                torch.musa.set_rng_state(musa_state)
+                _musa_random.set_rng_state(musa_state)
             torch.set_rng_state(cpu_state)
 
 
