@@ -420,7 +420,7 @@ Works MCCLBackend::barrier(const c10d::BarrierOptions& opts) {
   return track(call.run([&] { return library_->barrier(o); }));
 }
 
-// torch.distributed.monitored_barrier() on an mccl group (torch_musa/_gated_paths.py routes it
+// torch.distributed.monitored_barrier() on an mccl group (torch_musa/gates/c10d.py routes it
 // here): as Gloo's, rank 0 waits for every other rank within the timeout and names the ones
 // that did not come, then releases them. It runs on the group's store, mccl's CPU side channel,
 // so it works on both drivers and makes no connections of its own.

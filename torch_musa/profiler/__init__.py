@@ -1,6 +1,6 @@
 """``torch_musa.profiler``: torch.profiler's anti-pattern tools for musa, under torch_musa's path.
 
-* ``BasicEvaluation`` is torch's, which counts musa's launches (``_gated_paths``' profiler section);
+* ``BasicEvaluation`` is torch's, which counts musa's launches (torch_musa/gates/profiler.py);
 * ``ExtraMUSACopyPattern`` and ``FP32MatMulPattern`` are torch's CUDA patterns speaking of musa (the
   TF32 check asks ``torch.musa.is_tf32_supported()`` instead of CUDA's architecture list);
 * ``report_all_anti_patterns`` is torch's report run with those two patterns in place of CUDA's.
@@ -15,7 +15,7 @@ from .._core import device as _device
 if _version_gate.profiler_anti_patterns_available():
     from torch.profiler import _pattern_matcher as _pm
     from torch.profiler._utils import BasicEvaluation  # noqa: F401
-    from torch.profiler._pattern_matcher import MatMulDimInFP16Pattern  # noqa: F401  (musa's device events: _gated_paths)
+    from torch.profiler._pattern_matcher import MatMulDimInFP16Pattern  # noqa: F401  (gates/profiler.py: musa's events)
 
 
     class ExtraMUSACopyPattern(_pm.ExtraCUDACopyPattern):
