@@ -31,6 +31,7 @@
 #include <ATen/ops/sub_native.h>
 #include <ATen/ops/sum_native.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/ScalarOps.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/Version.h>
 #include <ATen/ops/result_type.h>
@@ -94,6 +95,17 @@ struct Gate {
   }
 };
 
+// The value of a 0-dim cpu tensor, read without a dispatch for the dtypes of Python numbers.
+c10::Scalar value_of(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kDouble: return *t.const_data_ptr<double>();
+    case at::kLong: return *t.const_data_ptr<int64_t>();
+    case at::kBool: return *t.const_data_ptr<bool>();
+    case at::kComplexDouble: return *t.const_data_ptr<c10::complex<double>>();
+    default: return t.item();
+  }
+}
+
 // A 0-dim cpu operand in the dtype the op computes in: TensorIterator converts cpu scalars only
 // when it computes on the CPU (a musa kernel reads them in its own dtype), so it is done here, as
 // the CPU's TensorIterator would. Returns false when the op computes in a dtype its musa operands
@@ -106,7 +118,7 @@ bool scalar_in_common_dtype(const at::Tensor& self, const at::Tensor& other, at:
   for (at::Tensor* t : {&self_c, &other_c}) {
     if (t->scalar_type() == common) continue;
     if (!t->device().is_cpu()) return false;
-    *t = t->to(common);
+    *t = at::detail::scalar_tensor_static(value_of(*t), common, at::kCPU);
   }
   return true;
 }
