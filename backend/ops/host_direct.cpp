@@ -26,7 +26,6 @@
 #include <ATen/ops/add_native.h>
 #include <ATen/ops/div_native.h>
 #include <ATen/ops/fill_native.h>
-#include <ATen/ops/zero_native.h>
 #include <ATen/ops/mul_native.h>
 #include <ATen/ops/sub_native.h>
 #include <ATen/ops/sum_native.h>
@@ -34,7 +33,7 @@
 #include <ATen/ScalarOps.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/Version.h>
-#include <ATen/ops/result_type.h>
+#include <ATen/ops/result_type_native.h>
 #include <ATen/ops/empty_strided.h>
 #include <torch/library.h>
 
@@ -114,7 +113,7 @@ bool scalar_in_common_dtype(const at::Tensor& self, const at::Tensor& other, at:
   self_c = self;
   other_c = other;
   if (self.scalar_type() == other.scalar_type()) return true;
-  const c10::ScalarType common = at::result_type(self, other);
+  const c10::ScalarType common = at::native::result_type(self, other);  // (not dispatched: no profiler event)
   for (at::Tensor* t : {&self_c, &other_c}) {
     if (t->scalar_type() == common) continue;
     if (!t->device().is_cpu()) return false;
@@ -341,8 +340,6 @@ void register_fill(torch::Library& lib) {
     launch(op, g.device, [&] { at::native::fill_(self, value); });
     return self;
   }));
-  // (zero_ is fill_ with 0 off the CPU)
-  lib.impl("zero_", torch::CppFunction([](at::Tensor& self) -> at::Tensor& { return at::native::zero_(self); }));
 }
 
 // Points `stub`'s PrivateUse1 slot at the CPU kernel torch would pick on this CPU.
