@@ -27,6 +27,7 @@ OPS = {
     "muls": ("y = x * 1.0001", "THPVariable_mul(", "THPVariable_dealloc("),
     "mul_": ("x.mul_(1.0)", "THPVariable_mul_(", ""),
     "add_out": ("torch.add(x, z, out=out)", "THPVariable_add(", ""),
+    "sum": ("y = x.sum()", "THPVariable_sum(", "THPVariable_dealloc("),
     # blocking copies both ways, and a pinned host allocation (the pinned cache's hit path)
     "to_cpu": ("y = x.cpu()", "THPVariable_cpu(", "THPVariable_dealloc("),
     "from_cpu": ("y = c.to(musa)", "THPVariable_to(", "THPVariable_dealloc("),
@@ -34,12 +35,12 @@ OPS = {
 }
 
 
-def worker(op, n):
+def worker(op, n, device):
     import torch
     import torch_musa  # noqa: F401
 
-    x = torch.randn(256, device="musa")
-    z = torch.randn(256, device="musa")
+    x = torch.randn(256, device=device)
+    z = torch.randn(256, device=device)
     out = torch.empty_like(x)
     code = compile(f"for _ in range(k):\n    {OPS[op][0]}\n", "<ops>", "exec")
     scope = {"torch": torch, "x": x, "z": z, "out": out, "c": torch.randn(256), "musa": torch.device("musa")}
@@ -50,7 +51,7 @@ def worker(op, n):
     subprocess.run(["callgrind_control", "-i", "off", pid], check=True, capture_output=True)
 
 
-def count(op, n, pythonpath):
+def count(op, n, pythonpath, device):
     """(instructions per op call, per free of its result) in a fresh process."""
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "cg.out")
@@ -58,7 +59,8 @@ def count(op, n, pythonpath):
         if pythonpath:
             env["PYTHONPATH"] = pythonpath
         subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
-                        sys.executable, os.path.abspath(__file__), "--worker", op, "--n", str(n)],
+                        sys.executable, os.path.abspath(__file__), "--worker", op, "--n", str(n),
+                        "--device", device],
                        env=env, check=True, capture_output=True)
         text = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", out],
                               check=True, capture_output=True, text=True).stdout
@@ -82,17 +84,18 @@ def main():
     ap.add_argument("--ops", default="mul,muls,mul_,add_out")
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--against", default=None, help="a directory holding another built torch_musa package")
+    ap.add_argument("--device", default="musa", help="musa, or cpu for the native reference")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        return worker(args.worker, args.n)
+        return worker(args.worker, args.n, args.device)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     builds = [("this", root)] + ([("against", os.path.abspath(args.against))] if args.against else [])
-    print(f"instructions per op on musa (host driver, 256 floats, {args.n} ops under callgrind)")
+    print(f"instructions per op on {args.device} (host driver, 256 floats, {args.n} ops under callgrind)")
     head = f"{'op':<26}" + "".join(f"{b + ' call':>14}{b + ' free':>14}" for b, _ in builds)
     print(head + (f"{'difference':>12}" if args.against else ""))
     for op in args.ops.split(","):
-        got = [count(op, args.n, path) for _, path in builds]
+        got = [count(op, args.n, path, args.device) for _, path in builds]
         row = f"{OPS[op][0]:<26}" + "".join(f"{c:>14.0f}{f:>14.0f}" for c, f in got)
         if args.against:
             row += f"{sum(got[0]) - sum(got[1]):>+12.0f}"

@@ -59,6 +59,15 @@ def variants(dev):
         for _ in range(n):
             torch.add(x, z, out=out)
 
+    def chain(expr):
+        def run(n):
+            for _ in range(n):
+                expr()
+        return run
+
+    m = torch.randn(16, 16, device=dev)
+    idx = torch.arange(0, 256, 4, device=dev)
+
     def empty(n):
         for _ in range(n):
             torch.empty(256, device=dev)
@@ -68,7 +77,11 @@ def variants(dev):
             x.view(16, 16)
 
     return [("y * 1.0001", mul_scalar), ("y * z", mul_tensor), ("y.mul_(1.0001)", mul_inplace),
-            ("add(x, z, out=)", add_out), ("empty(256)", empty), ("x.view(16, 16)", view)]
+            ("add(x, z, out=)", add_out), ("x - z", chain(lambda: x - z)), ("x / z", chain(lambda: x / z)),
+            ("x.sum()", chain(lambda: x.sum())), ("m.sum(1)", chain(lambda: m.sum(1))),
+            ("x.mean()", chain(lambda: x.mean())), ("x.index_select", chain(lambda: x.index_select(0, idx))),
+            ("cat([x, z])", chain(lambda: torch.cat([x, z]))), ("mm 16x16", chain(lambda: m @ m)),
+            ("empty(256)", empty), ("x.view(16, 16)", view)]
 
 
 def paired_ratio(fn_n, fn_m, sync_n, sync_m, chunk, pairs):

@@ -13,6 +13,7 @@
 #include "tensor_kinds/tensor_kinds.h"
 #include "ops/double_cast.h"
 #include "ops/dtype_widening.h"
+#include "ops/host_direct.h"
 #include "fp8/fp8.h"
 #include "core/device.h"
 #include "core/generator.h"
@@ -207,6 +208,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_double_cast_enabled", [] { return op_layer::double_cast_enabled(); });
   m.def("_set_double_cast", [](bool on) { op_layer::set_double_cast(on); });
   m.def("_delegated_op_count", [] { return delegated_op_count(); });
+  m.def("_set_host_direct", [](bool on) { op_layer::set_host_direct(on); });
+  m.def("_host_direct_enabled", [] { return op_layer::host_direct_enabled(); });
   distributed::bind_python(m);
   graphs::bind_python(m);
   ipc::bind_python(m);

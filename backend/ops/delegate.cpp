@@ -26,6 +26,7 @@
 #include "core/generator.h"
 #include "ops/kernel_device.h"
 #include "ops/delegation.h"
+#include "ops/host_direct.h"
 #include "ops/double_cast.h"
 #include "ops/dtype_widening.h"
 #include "ops/routed_blocks.h"
@@ -486,6 +487,8 @@ void delegate_structured_ops() {
     // TensorIterator instead of two.
     static auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
                                           __FILE__, __LINE__);
+    // (first: ops the host driver runs directly are taken by the loop below no more)
+    op_layer::register_host_direct(*lib);
     auto& dispatcher = c10::Dispatcher::singleton();
     const std::unordered_set<std::string> with_device_kernels = ops_with_device_kernels();
     for (const auto& name : dispatcher.getAllOpNames()) {
