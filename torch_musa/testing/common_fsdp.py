@@ -20,12 +20,14 @@ from typing import Any, Callable, Dict, List, Tuple
 import torch
 import torch.distributed as dist
 
+from .._core import device as _device
+
 __all__ = ["FSDPTest", "check_sharded_parity", "run_subtests", "skip_if_lt_x_gpu"]
 
 
 def skip_if_lt_x_gpu(x: int):
     """Skips a test (function or class) on machines with fewer than ``x`` musa devices."""
-    return unittest.skipIf(torch.musa.device_count() < x, f"Need at least {x} MUSA devices")
+    return unittest.skipIf(_device.device_count() < x, f"Need at least {x} MUSA devices")
 
 
 def run_subtests(test_case: unittest.TestCase, subtest_config: Dict[str, List[Any]], test_fn: Callable,
@@ -88,7 +90,7 @@ class FSDPTest(unittest.TestCase):
 
     @property
     def world_size(self) -> int:
-        return min(torch.musa.device_count(), 8)
+        return min(_device.device_count(), 8)
 
     @property
     def process_group(self):
@@ -133,7 +135,7 @@ class FSDPTest(unittest.TestCase):
         self = cls(test_name)
         self.rank = rank
         dist.init_process_group("mccl", init_method=f"file://{store}", rank=rank, world_size=world_size)
-        torch.musa.set_device(rank % torch.musa.device_count())
+        _device.set_device(rank % _device.device_count())
         try:
             dist.barrier()
             getattr(self, test_name)()
