@@ -13,51 +13,15 @@ def _autoload():
     """
 
 
-from . import _version_gate
+# First, before any submodule loads: the torch version checks, the native extension, and the
+# PrivateUse1 backend named "musa" (submodules build torch.device("musa") at import).
+from ._core import registration as _registration  # noqa: E402
 
-_version_gate.check()
-_version_gate.check_build()
+_registration.prepare()
 
 import torch  # noqa: E402
 
-def _promote_libstdcxx() -> None:
-    """Puts libstdc++ in the global symbol scope before the extension loads.
-
-    Python loads extensions with RTLD_LOCAL, so weak copies of libstdc++
-    template statics (a locale facet's id, used when an error message formats
-    a number) that a compiler emits into our libraries would otherwise bind to
-    those private copies instead of libstdc++'s: the facet lookup then fails
-    and the process crashes (seen on the GPU machine's toolchain).
-    """
-    import ctypes
-
-    try:
-        ctypes.CDLL("libstdc++.so.6", mode=ctypes.RTLD_GLOBAL)
-    except OSError:  # not a glibc/libstdc++ system: nothing to promote
-        pass
-
-
-_promote_libstdcxx()
-
-try:
-    from . import _C  # noqa: E402
-except ImportError as _e:  # pragma: no cover - exercised only on broken installs
-    raise ImportError(
-        f"torch_musa's native extension failed to load ({_e}). It must be built against the installed "
-        f"torch {torch.__version__}: run `pip install --no-build-isolation -e .` in the torch_musa source tree."
-    ) from _e
-
-if torch._C._get_privateuse1_backend_name() in ("privateuseone", "privateuse1"):
-    torch.utils.rename_privateuse1_backend("musa")
-elif torch._C._get_privateuse1_backend_name() != "musa":
-    raise ImportError(
-        f"the PrivateUse1 backend is already registered as '{torch._C._get_privateuse1_backend_name()}'; "
-        "torch_musa cannot share a process with another PrivateUse1 backend"
-    )
-
-if not hasattr(torch.version, "musa"):  # the MUSA runtime API level, as torch_musa writes it ("4030")
-    torch.version.musa = str(_C._runtime_version())
-
+from . import _version_gate  # noqa: E402  (torch.cuda names newer torches added: __getattr__)
 from ._core.device import (  # noqa: E402
     _DeviceGuard,
     _exchange_device,
@@ -102,7 +66,6 @@ from .graphs.lifecycle import __all__ as _graph_hook_names  # noqa: E402
 from .graphs import dynamo_backend as _dynamo_musagraphs, lifecycle as _graph_lifecycle  # noqa: E402,F401  (earlier paths)
 from .graphs import update_musa_graph_with_profile  # noqa: E402,F401  (torch_musa's name)
 from . import graphs as musa_graph  # noqa: E402,F401  (torch_musa.musa_graph, torch_musa's module path)
-from ._core import autograd_threads as _autograd_threads  # noqa: E402
 from . import _inductor  # noqa: E402  (cheap: it imports no torch._dynamo)
 from . import memory  # noqa: E402
 from .memory import (  # noqa: E402
@@ -157,35 +120,16 @@ from ._core import device as _device_module  # noqa: E402
 from .cuda_compat import enable_cuda_compat  # noqa: E402  (torch_musa.cuda_compat is utils.cuda_compat)
 from .amp import get_amp_supported_dtype  # noqa: E402
 from ._core.tensor_types import TYPES as _LEGACY_TENSOR_TYPES  # noqa: E402
-from .backends import mudnn as _mudnn  # noqa: E402
-from .backends import musa as _backends_musa  # noqa: E402
 
 globals().update(_LEGACY_TENSOR_TYPES)  # torch.musa.FloatTensor, ...
-_mudnn._install()  # torch.backends.mudnn
-_backends_musa._install()  # torch.backends.musa.matmul
-from . import _import_hooks  # noqa: E402
-from .amp import torchvision_ops as _torchvision_ops  # noqa: E402
-
-_import_hooks.after_import("torchvision", _torchvision_ops.register)  # autocast for torchvision's ops
 from .ipc import reducers as _multiprocessing  # noqa: E402
-
-_multiprocessing.install()  # musa tensors sent to another process share their memory (IPC)
 ipc_collect = _multiprocessing.ipc_collect
 from . import ipc  # noqa: E402,F401  (torch.musa.ipc: export_tensor / open_tensor)
-from ._core import serialization as _serialization  # noqa: E402
-from .memory import unified as _unified_memory  # noqa: E402
-
-_serialization.install()  # CUDA checkpoints without CUDA: the error names map_location='musa'
 from .memory.unified import use_unified_cpu_allocator  # noqa: E402  (torch_musa's unified memory)
-
-_unified_memory.install()  # PYTORCH_MUSA_ALLOC_CONF=cpu:unified: CPU tensors in memory musa addresses
 from . import comm  # noqa: E402,F401  (torch.musa.comm, as torch.cuda.comm)
 from . import nvtx  # noqa: E402,F401  (torch.musa.nvtx, as torch.cuda.nvtx: ranges in torch.profiler)
 from . import core, multi_tensor_apply  # noqa: E402,F401  (torch_musa's module paths; profiler: below)
 from .random import fork_rng  # noqa: E402,F401  (torch_musa.fork_rng)
-from . import gates  # noqa: E402
-
-gates.install_all()  # torch Python functions that hard-code CUDA, wrapped for musa arguments (gates/registry.py)
 
 
 def __getattr__(name):
@@ -204,19 +148,6 @@ def __getattr__(name):
     if err is not None:
         raise err
     raise AttributeError(f"module 'torch_musa' has no attribute '{name}'")
-
-
-torch._register_device_module("musa", _sys.modules[__name__])
-# (After the registration: torch.profiler's pattern matcher imports torch.utils.benchmark,
-# which asks torch.accelerator about the device at import, on torch 2.11.)
-from . import profiler  # noqa: E402,F401
-distributed._register()
-_autograd_threads.install()  # autograd's device threads drop their last backward before Python finalizes
-_dynamo_musagraphs._install_lazy_registration()  # backend="musagraphs" once torch._dynamo loads
-_inductor.install()  # the musa device interface once torch._dynamo loads
-torch.utils.generate_methods_for_privateuse1_backend(
-    for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
-)
 
 
 def _is_in_bad_fork() -> bool:
@@ -241,3 +172,8 @@ __all__ = [
     "MUSAGraph", "graph", "graph_pool_handle", "is_current_stream_capturing", "make_graphed_callables",
     *_graph_hook_names,
 ]
+
+# Last: everything that makes musa a torch device (backends, reducers, gates, torch.musa's
+# registration, the generated tensor methods), in its order, with the finished module.
+_registration.install(_sys.modules[__name__])
+from . import profiler  # noqa: E402,F401  (torch.musa.profiler; install loads it right after the registration)
