@@ -81,6 +81,9 @@ struct Gate {
       ok = false;
       return;
     }
+    // A storage torch has made inaccessible (graph trees' overwritten outputs) raises its own error
+    // here, as the delegation's aliasing does; the CPU kernels would read its memory unchecked.
+    (void)t.storage().data_ptr();
     const c10::DeviceIndex i = t.device().index();
     if (device < 0) device = i;
     else if (i != device) ok = false;
