@@ -192,14 +192,29 @@ def test_tensor_type_accepts_torch_musa_names(device):
 
 
 def test_set_autocast_enabled_without_device_sets_musa():
+    from torch_musa.gates import registry
+
+    devices = ("cpu", "cuda", "musa")
+
+    def enabled():
+        return {d for d in devices if torch.is_autocast_enabled(d)}
+
+    def clear():
+        for d in devices:
+            torch.set_autocast_enabled(d, False)
+
+    legacy = registry.original("torch.set_autocast_enabled")
     try:
+        legacy(True)  # torch's own legacy form: CUDA's switch on torch <= 2.14, the accelerator's after
+        torch_sets = enabled()
+        clear()
         torch.set_autocast_enabled(True)
-        assert torch.is_autocast_enabled("musa") and torch.is_autocast_enabled()  # cuda's too, as torch
-        torch.set_autocast_enabled("musa", False)
-        assert not torch.is_autocast_enabled("musa") and torch.is_autocast_enabled("cuda")
+        assert enabled() == torch_sets | {"musa"}
+        torch.set_autocast_enabled("musa", False)  # the device form is torch's, unchanged
+        assert enabled() == torch_sets - {"musa"}
     finally:
-        torch.set_autocast_enabled(False)
-    assert not torch.is_autocast_enabled("musa") and not torch.is_autocast_enabled()
+        clear()
+    assert not enabled()
 
 
 def test_ext_loader_loads_the_multi_tensor_kernels(device):
