@@ -2,6 +2,7 @@
 # One device call: build torch_musa with the cuda driver, run the test suite
 # on the GPU (TORCH_MUSA_DRIVER=cuda), then the benchmarks. Logs go to $OUT.
 #   bash bench/gpu_suite.sh [build|tests|dist|graphs|compile|profiler|optim|fp8|fused|bench|opinfo|overhead|alloc|vmm|all]...
+#   (and, outside "all": onesuite = `pytest tests` in one process, both directory orders; hf = HF programs vs native)
 set -u
 OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
@@ -128,5 +129,28 @@ if has alloc; then
 fi
 if has vmm; then
   timeout ${VMM_TIMEOUT:-60} python3 bench/vmm_cost.py ${VMM_ARGS:-} 2>&1 | tee "$OUT/vmm.log" | tail -10
+fi
+if [[ " $steps " == *" onesuite "* ]]; then
+  # `pytest tests` as ONE process on the GPU, in CI's directory order and reversed, side by side (each
+  # with its own temporary, Inductor-cache and extension folders). Not part of "all": it takes longer
+  # than one device call; ONESUITE_TIMEOUT bounds it.
+  t0=$SECONDS
+  one_suite() {  # name, test dirs...
+    local name=$1; shift; local dir=/tmp/onesuite_$name; mkdir -p "$dir"
+    TMPDIR=$dir TORCHINDUCTOR_CACHE_DIR=$dir/inductor TORCH_EXTENSIONS_DIR=$dir/ext TORCH_MUSA_EXT_TEST_CACHE=$dir/extc \
+      TORCH_MUSA_DIST_DRIVER=cuda NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 timeout ${ONESUITE_TIMEOUT:-560} \
+      python3 -m pytest "$@" -q -rfEs -p no:cacheprovider --timeout=300 >"$OUT/onesuite_$name.log" 2>&1
+  }
+  one_suite ci_order tests & one_suite reversed $(ls -d tests/*/ | sort -r) & wait
+  summary+=("one process, CI order: $(tail -1 "$OUT/onesuite_ci_order.log")")
+  summary+=("one process, reversed: $(tail -1 "$OUT/onesuite_reversed.log") ($((SECONDS - t0)) s)")
+fi
+if has hf; then
+  # The Hugging Face programs on musa against native CUDA (torch_musa hidden in native's process).
+  (cd /tmp && PYTHONPATH=$OLDPWD${PYTHONPATH:+:$PYTHONPATH} timeout 300 python3 -m tests.integrations.hf_programs \
+    --device cuda --hide-torch-musa >"$OUT/hf_native.json" 2>"$OUT/hf_native.err")
+  timeout 300 python3 -m tests.integrations.hf_programs --device musa --compare-with "$OUT/hf_native.json" \
+    >"$OUT/hf_musa.log" 2>&1
+  summary+=("HF programs vs native CUDA: $(tail -1 "$OUT/hf_musa.log" | cut -c1-300)")
 fi
 printf '%s\n' "${summary[@]}"
