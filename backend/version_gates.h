@@ -47,6 +47,15 @@
 #else
 #define TORCH_MUSA_TENSOR_HAS_NAMES(t) false
 #endif
+// ... and with them the names parameter of structured kernels' set_output_raw_strided (torch <= 2.12
+// has it, defaulted), which an override must repeat.
+#if __has_include(<ATen/core/NamedTensor.h>)
+#define TORCH_MUSA_SET_OUTPUT_NAMES_PARAM , at::DimnameList names
+#define TORCH_MUSA_SET_OUTPUT_NAMES_ARG , names
+#else
+#define TORCH_MUSA_SET_OUTPUT_NAMES_PARAM
+#define TORCH_MUSA_SET_OUTPUT_NAMES_ARG
+#endif
 
 // ATen's pinned-cache statistics (at::HostStats) with the names torch.cuda.host_memory_stats
 // reports (active_requests, active_bytes, allocations, allocated_bytes); an older HostStats

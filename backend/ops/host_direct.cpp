@@ -50,6 +50,7 @@
 #include "ops/double_cast.h"
 #include "ops/host_direct.h"
 #include "ops/kernel_device.h"
+#include "version_gates.h"
 #include "tensor_kinds/tensor_kinds.h"
 
 namespace torch_musa::op_layer {
@@ -155,9 +156,9 @@ template <class Base>
 struct NewOutput final : Base {
   explicit NewOutput(c10::DeviceIndex d) : device(d) {}
   void set_output_raw_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                              c10::TensorOptions options) override {
+                              c10::TensorOptions options TORCH_MUSA_SET_OUTPUT_NAMES_PARAM) override {
     out = new_output(sizes, strides, options, device);
-    if constexpr (kIterator<Base>) Base::set_output_raw_strided(i, sizes, strides, options);
+    if constexpr (kIterator<Base>) Base::set_output_raw_strided(i, sizes, strides, options TORCH_MUSA_SET_OUTPUT_NAMES_ARG);
   }
   const at::Tensor& maybe_get_output(int64_t) override { return out; }
   c10::DeviceIndex device;
@@ -171,7 +172,7 @@ template <class Base>
 struct GivenOutput final : Base {
   GivenOutput(const at::Tensor& t, bool resizable, c10::DeviceIndex d) : target(t), resizable(resizable), device(d) {}
   void set_output_raw_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                              c10::TensorOptions options) override {
+                              c10::TensorOptions options TORCH_MUSA_SET_OUTPUT_NAMES_PARAM) override {
     TORCH_CHECK(options.dtype() == target.dtype(), "Expected out tensor to have dtype ", options.dtype(),
                 ", but got ", target.dtype(), " instead");
     if (resizable) {
@@ -182,7 +183,7 @@ struct GivenOutput final : Base {
     }
     // A layout the kernel needs that the given tensor lacks: the delegation's kernel copies back.
     if (!strides.empty() && target.strides() != strides) defer = true;
-    if constexpr (kIterator<Base>) Base::set_output_raw_strided(i, sizes, strides, options);
+    if constexpr (kIterator<Base>) Base::set_output_raw_strided(i, sizes, strides, options TORCH_MUSA_SET_OUTPUT_NAMES_ARG);
   }
   const at::Tensor& maybe_get_output(int64_t) override { return target; }
   const at::Tensor& target;
