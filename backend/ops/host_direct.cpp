@@ -254,8 +254,8 @@ struct Binary {
 };
 
 // Registers the functional, in-place and out= forms of binary op `name` (structured class Base);
-// `Alpha`: whether it takes alpha.
-template <class Base, bool Alpha>
+// `Extra`: the arguments after self/other (`const at::Scalar&` alpha, or none).
+template <class Base, class... Extra>
 void register_binary(torch::Library& lib, const char* name) {
   auto& d = c10::Dispatcher::singleton();
   auto fn = d.findSchemaOrThrow((std::string("aten::") + name).c_str(), "Tensor");
@@ -263,32 +263,17 @@ void register_binary(torch::Library& lib, const char* name) {
   auto out = d.findSchemaOrThrow((std::string("aten::") + name).c_str(), "out");
   const std::string n(name);
   using T = const at::Tensor&;
-  using S = const at::Scalar&;
-  if constexpr (Alpha) {
-    lib.impl((n + ".Tensor").c_str(), torch::CppFunction([fn](c10::DispatchKeySet ks, T self, T other, S alpha) {
-      return Binary<Base>::functional(fn, ks, self, other, alpha);
-    }));
-    lib.impl((n + "_.Tensor").c_str(), torch::CppFunction([in](c10::DispatchKeySet ks, at::Tensor& self, T other,
-                                                                S alpha) -> at::Tensor& {
-      return Binary<Base>::written(in, ks, self, false, self, other, alpha);
-    }));
-    lib.impl((n + ".out").c_str(), torch::CppFunction([out](c10::DispatchKeySet ks, T self, T other, S alpha,
-                                                             at::Tensor& o) -> at::Tensor& {
-      return Binary<Base>::written(out, ks, o, true, self, other, alpha);
-    }));
-  } else {
-    lib.impl((n + ".Tensor").c_str(), torch::CppFunction([fn](c10::DispatchKeySet ks, T self, T other) {
-      return Binary<Base>::functional(fn, ks, self, other);
-    }));
-    lib.impl((n + "_.Tensor").c_str(),
-             torch::CppFunction([in](c10::DispatchKeySet ks, at::Tensor& self, T other) -> at::Tensor& {
-               return Binary<Base>::written(in, ks, self, false, self, other);
-             }));
-    lib.impl((n + ".out").c_str(),
-             torch::CppFunction([out](c10::DispatchKeySet ks, T self, T other, at::Tensor& o) -> at::Tensor& {
-               return Binary<Base>::written(out, ks, o, true, self, other);
-             }));
-  }
+  lib.impl((n + ".Tensor").c_str(), torch::CppFunction([fn](c10::DispatchKeySet ks, T self, T other, Extra... extra) {
+    return Binary<Base>::functional(fn, ks, self, other, extra...);
+  }));
+  lib.impl((n + "_.Tensor").c_str(), torch::CppFunction([in](c10::DispatchKeySet ks, at::Tensor& self, T other,
+                                                              Extra... extra) -> at::Tensor& {
+    return Binary<Base>::written(in, ks, self, false, self, other, extra...);
+  }));
+  lib.impl((n + ".out").c_str(), torch::CppFunction([out](c10::DispatchKeySet ks, T self, T other, Extra... extra,
+                                                           at::Tensor& o) -> at::Tensor& {
+    return Binary<Base>::written(out, ks, o, true, self, other, extra...);
+  }));
 }
 
 // sum over dims: structured, its impl reduces through sum_stub.
@@ -376,10 +361,10 @@ bool register_host_direct(torch::Library& lib) {
   forward_to_cpu(at::native::div_true_stub);
   forward_to_cpu(at::native::sum_stub);
   forward_to_cpu(at::native::fill_stub);
-  register_binary<at::native::structured_ufunc_add_CPU, true>(lib, "add");
-  register_binary<at::native::structured_sub_out, true>(lib, "sub");
-  register_binary<at::native::structured_mul_out, false>(lib, "mul");
-  register_binary<at::native::structured_div_out, false>(lib, "div");
+  register_binary<at::native::structured_ufunc_add_CPU, const at::Scalar&>(lib, "add");
+  register_binary<at::native::structured_sub_out, const at::Scalar&>(lib, "sub");
+  register_binary<at::native::structured_mul_out>(lib, "mul");
+  register_binary<at::native::structured_div_out>(lib, "div");
   register_sum(lib);
   register_fill(lib);
   return true;
