@@ -341,7 +341,9 @@ void forward_to_cpu(Stub& stub) {
   if (cap == "AVX512" && Stub::AVX512) fn = Stub::AVX512;
   else if ((cap == "AVX512" || cap == "AVX2") && Stub::AVX2) fn = Stub::AVX2;
 #endif
-  TORCH_CHECK(fn, "torch_musa: this torch has no CPU kernel behind a DispatchStub the host driver uses");
+  TORCH_CHECK(fn, "torch_musa: this torch has no CPU kernel behind a DispatchStub the host driver's direct path ",
+              "uses; set TORCH_MUSA_HOST_DIRECT=0 to run every op through the delegation, or use a supported torch ",
+              "(2.11-2.15)");
   stub.set_privateuse1_dispatch_ptr(fn);
 }
 
