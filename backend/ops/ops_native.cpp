@@ -15,6 +15,7 @@
 #include "memory/caching_allocator.h"
 #include "memory/pinned_allocator.h"
 #include "ops/delegate.h"
+#include "ops/host_direct.h"
 #include "core/device.h"
 #include "core/musa_check.h"
 #include "core/stream.h"
@@ -123,6 +124,8 @@ at::Tensor musa_copy_from(const at::Tensor& self, const at::Tensor& dst, bool no
     graphs::record_copy(dst, self, non_blocking, index);
     return dst;
   }
+  // (the host driver's direct path copies between musa tensors without aliases)
+  if (src_musa && dst_musa && op_layer::host_direct_copy(dst, self)) return dst;
   auto& kd = kernel_device();
   // A blocking copy between the cpu and musa waits for the device, either way, as CUDA's does.
   // (A CUDA kernel device's copy reports it through CUDA's own check, which
