@@ -35,6 +35,8 @@ struct DevicePools {
 
 DevicePools& pools(c10::DeviceIndex device) {
   static std::array<DevicePools, kMaxDevices> all;
+  // Made pools had their index checked; asked on every op (the allocator's current stream).
+  if (C10_LIKELY(device >= 0 && device < kMaxDevices && all[device].once.test_once())) return all[device];
   check_device_index(device);
   DevicePools& p = all[device];
   c10::call_once(p.once, [&] {
@@ -99,6 +101,12 @@ musaStream_t native_stream(const c10::Stream& stream) {
   TORCH_CHECK(id > 0, "invalid musa stream id ", id);
   auto idx = id - 1;
   return p.streams[idx / kStreamsPerPool][idx % kStreamsPerPool];
+}
+
+musaStream_t current_native_stream(c10::DeviceIndex device) {
+  auto& p = pools(device);  // checks the index
+  c10::StreamId id = t_current[device];
+  return id == 0 ? p.default_stream : native_stream(make(device, id));
 }
 
 void* user_stream_handle(const c10::Stream& stream) {

@@ -16,6 +16,8 @@ c10::Stream exchange_stream(c10::Stream stream);
 c10::Stream stream_from_pool(c10::DeviceIndex device, int priority);
 // The runtime handle behind a c10::Stream of the musa device.
 musaStream_t native_stream(const c10::Stream& stream);
+// native_stream(current_stream(device)) in one step (the allocator asks on every allocation).
+musaStream_t current_native_stream(c10::DeviceIndex device);
 // The handle users see for `stream` (Stream.musa_stream, extensions' getCurrentMUSAStream):
 // the driver's own (cudaStream_t) where there is one, else the runtime's musaStream_t; the
 // host driver's default stream is 0 (null), as CUDA's default stream is: the runtime takes a

@@ -15,7 +15,6 @@ constexpr size_t kMiB = size_t(1) << 20;
 constexpr size_t kLargeBuffer = 20 * kMiB;
 
 std::mutex g_mu;
-std::atomic<AllocatorConfig*> g_config{nullptr};  // written under g_mu; never freed
 
 std::string trim(const std::string& s) {
   size_t b = 0, e = s.size();
@@ -186,8 +185,10 @@ EnvConf env_allocator_conf() {
   return {nullptr, nullptr};
 }
 
-const AllocatorConfig& allocator_config() {
-  if (AllocatorConfig* c = g_config.load(std::memory_order_acquire)) return *c;
+namespace detail {
+std::atomic<AllocatorConfig*> g_config{nullptr};  // written under g_mu; never freed
+
+const AllocatorConfig& load_allocator_config() {
   std::lock_guard<std::mutex> g(g_mu);
   if (!g_config.load()) {
     AllocatorConfig c;  // a bad value throws; retried next time
@@ -198,6 +199,9 @@ const AllocatorConfig& allocator_config() {
   }
   return *g_config.load();
 }
+}  // namespace detail
+
+using detail::g_config;
 
 void set_allocator_settings(const std::string& conf) {
   AllocatorConfig next = allocator_config();

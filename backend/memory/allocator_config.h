@@ -16,6 +16,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <string>
 
@@ -48,8 +49,17 @@ struct EnvConf {
 };
 EnvConf env_allocator_conf();
 
-// The settings in force (the environment's, env_allocator_conf, on first use).
-const AllocatorConfig& allocator_config();
+namespace detail {
+extern std::atomic<AllocatorConfig*> g_config;   // the settings in force, once read
+const AllocatorConfig& load_allocator_config();  // reads the environment's (first use)
+}  // namespace detail
+
+// The settings in force (the environment's, env_allocator_conf, on first use). Inline: every
+// allocation and free reads them.
+inline const AllocatorConfig& allocator_config() {
+  if (AllocatorConfig* c = detail::g_config.load(std::memory_order_acquire)) return *c;
+  return detail::load_allocator_config();
+}
 // Applies `conf` on top of the current settings (keys not named keep their
 // value), like torch.cuda.memory._set_allocator_settings.
 void set_allocator_settings(const std::string& conf);

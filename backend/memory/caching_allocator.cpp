@@ -16,7 +16,8 @@ namespace torch_musa::allocator {
 namespace detail {
 
 void DeviceCachingAllocator::snapshot_into(Snapshot& out, const MempoolId_t* only) {
-  std::lock_guard<std::recursive_mutex> lock(mu_);
+  std::lock_guard<AllocatorMutex> lock(mu_);
+  unpark_all();  // segments show their free blocks merged
   std::unordered_set<Block*> all;
   for (auto& [p, b] : active_) all.insert(b);
   for (auto& [ev, b] : pending_) all.insert(b);
@@ -83,6 +84,10 @@ void delete_block(void* ctx);
 class MusaCachingAllocator final : public c10::DeviceAllocator {
  public:
   DeviceCachingAllocator& device(c10::DeviceIndex d) {
+    // Asked on every allocation and free: once made, a valid index needs no other check.
+    if (C10_LIKELY(initialized_.load(std::memory_order_acquire) && d >= 0 &&
+                   static_cast<size_t>(d) < devices_.size()))
+      return *devices_[d];
     check_device_index(d);
     c10::call_once(init_, [this] {
       auto n = device_count();
@@ -129,7 +134,7 @@ class MusaCachingAllocator final : public c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     auto d = current_device();
     if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &delete_block, c10::Device(c10::DeviceType::PrivateUse1, d));
-    Block* b = malloc(d, nbytes, native_stream(current_stream(d)));
+    Block* b = malloc(d, nbytes, current_native_stream(d));
     return c10::DataPtr(b->ptr, b, &delete_block, c10::Device(c10::DeviceType::PrivateUse1, d));
   }
   c10::DeleterFnPtr raw_deleter() const override { return &raw_delete; }
@@ -245,7 +250,7 @@ bool expandable_extents(const c10::DataPtr& ptr, std::vector<BlockExtent>* exten
 
 void* raw_alloc(size_t nbytes) {
   auto d = current_device();
-  return raw_alloc_with_stream(nbytes, native_stream(current_stream(d)));
+  return raw_alloc_with_stream(nbytes, current_native_stream(d));
 }
 
 void raw_delete(void* ptr) {

@@ -1,6 +1,7 @@
-// Internal to the musa caching allocator: the per-device allocator (blocks,
-// pools, expandable segments, private pools, history). Included only by
-// caching_allocator.cpp, which adds the c10::DeviceAllocator front end.
+// Internal to the musa caching allocator: the per-device allocator (pools,
+// parked small blocks, expandable segments, private pools, history; its blocks
+// are in allocator_block.h). caching_allocator.cpp adds the c10::DeviceAllocator
+// front end.
 #pragma once
 
 #include "memory/caching_allocator.h"
@@ -12,14 +13,17 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <set>
+#include <new>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include <c10/util/flat_hash_map.h>
 #include <vector>
 
+#include "memory/allocator_block.h"
 #include "memory/allocator_config.h"
+#include "memory/allocator_mutex.h"
 #include "core/device.h"
 #include "memory/expandable_segment.h"
 #include "memory/pluggable_allocator.h"
@@ -28,11 +32,6 @@
 
 namespace torch_musa::allocator {
 namespace detail {
-
-using c10::CachingAllocator::Stat;
-using c10::CachingAllocator::StatArray;
-using c10::CachingAllocator::StatType;
-using c10::MempoolId_t;
 
 constexpr size_t kMinBlockSize = 512;          // all sizes are rounded to this
 constexpr size_t kSmallSize = 1 << 20;         // small pool: requests <= 1 MiB
@@ -73,66 +72,6 @@ inline int64_t now_us() {
       .count();
 }
 
-struct BlockPool;
-
-struct Block {
-  c10::DeviceIndex device;
-  musaStream_t stream;
-  size_t size;
-  size_t requested = 0;
-  char* ptr;
-  BlockPool* pool;
-  bool allocated = false;
-  bool mapped = true;     // false only for unmapped ranges of an expandable segment
-  Block* prev = nullptr;  // neighbours within the same segment
-  Block* next = nullptr;
-  std::vector<c10::Stream> stream_uses;
-  int pending_events = 0;
-  int gc_count = 0;
-  ExpandableSegment* expandable = nullptr;
-  std::shared_ptr<c10::GatheredContext> context;
-  Block(c10::DeviceIndex d, musaStream_t s, size_t sz, BlockPool* p, void* ptr_)
-      : device(d), stream(s), size(sz), ptr(static_cast<char*>(ptr_)), pool(p) {}
-  bool is_split() const { return prev || next; }
-  bool is_free() const { return !allocated && pending_events == 0; }
-};
-
-inline bool block_less(const Block* a, const Block* b) {
-  if (a->stream != b->stream) return reinterpret_cast<uintptr_t>(a->stream) < reinterpret_cast<uintptr_t>(b->stream);
-  if (a->size != b->size) return a->size < b->size;
-  return reinterpret_cast<uintptr_t>(a->ptr) < reinterpret_cast<uintptr_t>(b->ptr);
-}
-
-using BlockSet = std::set<Block*, bool (*)(const Block*, const Block*)>;
-
-struct PrivatePool;
-
-struct BlockPool {
-  BlockSet blocks{block_less};    // free, mapped blocks
-  BlockSet unmapped{block_less};  // free, unmapped ranges of expandable segments
-  bool is_small;
-  PrivatePool* owner;
-  BlockPool(bool small, PrivatePool* o) : is_small(small), owner(o) {}
-};
-
-struct PrivatePool {
-  MempoolId_t id;
-  BlockPool small{true, this}, large{false, this};
-  int use_count = 1;
-  int allocated = 0;
-  std::shared_ptr<SegmentAllocator> custom;  // where its segments come from, if not musaMalloc
-  explicit PrivatePool(MempoolId_t i, std::shared_ptr<SegmentAllocator> c = nullptr) : id(i), custom(std::move(c)) {}
-};
-
-inline void update(StatArray& arr, bool small, int64_t delta) {
-  auto apply = [delta](Stat& s) {
-    if (delta >= 0) s.increase(static_cast<size_t>(delta));
-    else s.decrease(static_cast<size_t>(-delta));
-  };
-  apply(arr[static_cast<size_t>(StatType::AGGREGATE)]);
-  apply(arr[static_cast<size_t>(small ? StatType::SMALL_POOL : StatType::LARGE_POOL)]);
-}
-
 inline std::atomic<uint64_t> g_pool_uid{1};
 
 // torch.musa.memory.caching_allocator_enable(False) / PYTORCH_NO_MUSA_MEMORY_CACHING=1: a freed
@@ -157,14 +96,20 @@ class DeviceCachingAllocator {
   explicit DeviceCachingAllocator(c10::DeviceIndex device) : device_(device) {}
 
   Block* malloc(size_t requested, musaStream_t stream, std::shared_ptr<c10::GatheredContext> ctx) {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::lock_guard<AllocatorMutex> lock(mu_);
     const AllocatorConfig& cfg = allocator_config();
     stats_.max_split_size = static_cast<int64_t>(cfg.max_split_size);
     process_events();
     size_t size = round_size(requested, cfg);
     BlockPool& pool = select_pool(size, stream);
     if (cfg.garbage_collection_threshold > 0) age_blocks(pool);
-    Block* block = take_free_block(pool, stream, size, cfg);
+    bool parked_here = num_parked_ > 0 && &pool == &small_;  // all parked blocks are small_'s
+    Block* block = parked_here ? take_parked(stream, size) : nullptr;
+    if (!block) block = take_free_block(pool, stream, size, cfg);
+    if (!block && parked_here) {  // merged, the parked blocks may serve it
+      unpark_all();
+      block = take_free_block(pool, stream, size, cfg);
+    }
     if (!block && cfg.garbage_collection_threshold > 0) garbage_collect(cfg);
     std::string why;
     bool over_limit = false;
@@ -201,14 +146,15 @@ class DeviceCachingAllocator {
   }
 
   void free(Block* block, std::shared_ptr<c10::GatheredContext> ctx) {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::lock_guard<AllocatorMutex> lock(mu_);
+    const AllocatorConfig& cfg = allocator_config();
     active_.erase(block->ptr);
     block->allocated = false;
     bool small = block->pool->is_small;
     update(stats_.allocation, small, -1);
     update(stats_.allocated_bytes, small, -static_cast<int64_t>(block->size));
     update(stats_.requested_bytes, small, -static_cast<int64_t>(block->requested));
-    if (block->size >= allocator_config().max_split_size) stats_.oversize_allocations.decrease(1);
+    if (block->size >= cfg.max_split_size) stats_.oversize_allocations.decrease(1);
     trace(TraceAction::FREE_REQUESTED, block->ptr, block->size, block->stream, *block->pool, ctx, 3);
     if (!block->stream_uses.empty()) {
       // During a capture an event recorded now would be part of the graph
@@ -220,19 +166,21 @@ class DeviceCachingAllocator {
       } else {
         insert_events(block);
       }
+    } else if (can_park(block, cfg)) {
+      park(block);
     } else {
       free_block(block);
     }
   }
 
   Block* find(void* ptr) {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::lock_guard<AllocatorMutex> lock(mu_);
     auto it = active_.find(ptr);
     return it == active_.end() ? nullptr : it->second;
   }
 
   void record_stream(Block* block, c10::Stream stream) {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::lock_guard<AllocatorMutex> lock(mu_);
     if (native_stream(stream) == block->stream) return;
     for (auto& s : block->stream_uses)
       if (s == stream) return;
@@ -240,25 +188,26 @@ class DeviceCachingAllocator {
   }
 
   void empty_cache() {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::lock_guard<AllocatorMutex> lock(mu_);
     release_all_cached();
   }
 
   c10::CachingDeviceAllocator::DeviceStats stats() {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::lock_guard<AllocatorMutex> lock(mu_);
+    unpark_all();  // inactive_split counts the free blocks as merged, as it always has
     stats_.max_split_size = static_cast<int64_t>(allocator_config().max_split_size);
     return stats_;
   }
 
   // Current allocated and reserved bytes (what the profiler's memory events carry).
   std::pair<int64_t, int64_t> allocated_and_reserved() {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::lock_guard<AllocatorMutex> lock(mu_);
     constexpr auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
     return {stats_.allocated_bytes[all].current, stats_.reserved_bytes[all].current};
   }
 
   ExtraStats extra() {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::lock_guard<AllocatorMutex> lock(mu_);
     ExtraStats e;
     e.num_oom_rejections = num_oom_rejections_;
     for (auto& [id, arr] : pool_reserved_) e.reserved_by_private_pools.emplace_back(id, arr);
@@ -266,7 +215,8 @@ class DeviceCachingAllocator {
   }
 
   void reset_peak() {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::lock_guard<AllocatorMutex> lock(mu_);
+    unpark_all();  // what stats() reads next starts from the merged layout
     for (StatArray* a : all_stat_arrays())
       for (auto& s : *a) s.reset_peak();
     stats_.oversize_allocations.reset_peak();
@@ -274,7 +224,8 @@ class DeviceCachingAllocator {
   }
 
   void reset_accumulated() {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::lock_guard<AllocatorMutex> lock(mu_);
+    unpark_all();  // what stats() reads next starts from the merged layout
     for (StatArray* a : all_stat_arrays())
       for (auto& s : *a) s.reset_accumulated();
     stats_.oversize_allocations.reset_accumulated();
@@ -287,12 +238,12 @@ class DeviceCachingAllocator {
   }
 
   void set_fraction(double f) {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::lock_guard<AllocatorMutex> lock(mu_);
     limit_ = static_cast<size_t>(f * static_cast<double>(total_memory()));
     fraction_ = f;
   }
   double fraction() {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::lock_guard<AllocatorMutex> lock(mu_);
     return fraction_;
   }
 
@@ -320,17 +271,17 @@ class DeviceCachingAllocator {
 
   void snapshot_into(Snapshot& out, const MempoolId_t* only);
   void traces_into(std::vector<TraceSnapshot>& out) {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::lock_guard<AllocatorMutex> lock(mu_);
     out.insert(out.end(), traces_.begin() + static_cast<long>(trace_next_), traces_.end());
     out.insert(out.end(), traces_.begin(), traces_.begin() + static_cast<long>(trace_next_));
   }
   void clear_traces() {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::lock_guard<AllocatorMutex> lock(mu_);
     traces_.clear();
     trace_next_ = 0;
   }
   void note_snapshot() {
-    std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::lock_guard<AllocatorMutex> lock(mu_);
     trace(TraceAction::SNAPSHOT, nullptr, 0, nullptr, large_, nullptr, 99);
   }
 
@@ -378,16 +329,36 @@ class DeviceCachingAllocator {
 
   // Best fit among the cached blocks of `stream`, with torch.cuda's
   // max_split_size rules: oversize blocks serve only near-exact requests.
+  // A block that is not expandable comes back split to `size` (maybe_split then leaves it).
   Block* take_free_block(BlockPool& pool, musaStream_t stream, size_t size, const AllocatorConfig& cfg) {
-    Block key(device_, stream, size, &pool, nullptr);
-    auto it = pool.blocks.lower_bound(&key);
+    auto it = pool.blocks.lower_bound(BlockKey(stream, size, nullptr));
     if (it == pool.blocks.end() || (*it)->stream != stream) return nullptr;
     Block* b = *it;
     if (size < cfg.max_split_size && b->size >= cfg.max_split_size) return nullptr;
     if (size >= cfg.max_split_size && b->size >= size + cfg.max_non_split_rounding) return nullptr;
-    pool.blocks.erase(it);
     note_free_removed(b);
+    if (!b->expandable && wants_split(b, size, cfg)) {
+      Block* rest = split_at(b, size);
+      note_free_added(rest);
+      if (!replace_in_place(pool.blocks, it, rest)) {
+        pool.blocks.erase(it);
+        pool.blocks.insert(rest);
+      }
+      return b;
+    }
+    pool.blocks.erase(it);
     return b;
+  }
+
+  // Puts `now` in the set where `it` is when that keeps the set's order, which is the usual case
+  // for a small block (the segment's free tail split off, or merged back): no tree rebalancing.
+  // The value at `it` may be a dropped block: only its neighbours are compared.
+  static bool replace_in_place(BlockSet& set, BlockSet::iterator it, Block* now) {
+    BlockLess less;
+    if (it != set.begin() && !less(*std::prev(it), now)) return false;
+    if (auto next = std::next(it); next != set.end() && !less(now, *next)) return false;
+    const_cast<Block*&>(*it) = now;  // the node's value, not a const object; the order holds
+    return true;
   }
 
   void note_free_removed(Block* b) {
@@ -396,11 +367,14 @@ class DeviceCachingAllocator {
       update(stats_.inactive_split_bytes, b->pool->is_small, -static_cast<int64_t>(b->size));
     }
   }
-  void insert_free(Block* b) {
+  void note_free_added(Block* b) {
     if (b->is_split()) {
       update(stats_.inactive_split, b->pool->is_small, 1);
       update(stats_.inactive_split_bytes, b->pool->is_small, static_cast<int64_t>(b->size));
     }
+  }
+  void insert_free(Block* b) {
+    note_free_added(b);
     b->pool->blocks.insert(b);
   }
 
@@ -438,7 +412,7 @@ class DeviceCachingAllocator {
     add_reserved(pool, static_cast<int64_t>(seg));
     if (seg >= cfg.max_split_size) stats_.oversize_segments.increase(1);
     trace(TraceAction::SEGMENT_ALLOC, ptr, seg, stream, pool, nullptr, 99);
-    return new Block(device_, stream, seg, &pool, ptr);
+    return new_block(device_, stream, seg, &pool, ptr);
   }
 
   // ---- expandable segments ----
@@ -470,7 +444,21 @@ class DeviceCachingAllocator {
   Block* grow_expandable(ExpandableSegment* seg, BlockPool& pool, musaStream_t stream, size_t size,
                          std::string* why, bool* over_limit);
 
-  // `b` takes over its neighbour `nb` (which is deleted).
+  // Block objects come and go with every split and merge (each small allocation and free);
+  // the dropped ones are kept for the next split instead of going through malloc.
+  template <class... Args>
+  Block* new_block(Args&&... args) {
+    void* mem = spare_blocks_.empty() ? ::operator new(sizeof(Block)) : spare_blocks_.back();
+    if (!spare_blocks_.empty()) spare_blocks_.pop_back();
+    return new (mem) Block(std::forward<Args>(args)...);
+  }
+  void drop_block(Block* b) {
+    b->~Block();
+    if (spare_blocks_.size() < kSpareBlocks) spare_blocks_.push_back(b);
+    else ::operator delete(static_cast<void*>(b));
+  }
+
+  // `b` takes over its neighbour `nb` (which is dropped).
   void absorb(Block* b, Block* nb) {
     if (nb == b->prev) {
       b->ptr = nb->ptr;
@@ -481,12 +469,12 @@ class DeviceCachingAllocator {
       if (b->next) b->next->prev = b;
     }
     b->size += nb->size;
-    delete nb;
+    drop_block(nb);
   }
 
   // Splits `b` at `offset` bytes; the new right part is returned (not in any set).
   Block* split_at(Block* b, size_t offset) {
-    auto* rest = new Block(device_, b->stream, b->size - offset, b->pool, b->ptr + offset);
+    Block* rest = new_block(device_, b->stream, b->size - offset, b->pool, b->ptr + offset);
     rest->mapped = b->mapped;
     rest->expandable = b->expandable;
     rest->prev = b;
@@ -497,13 +485,16 @@ class DeviceCachingAllocator {
     return rest;
   }
 
-  Block* maybe_split(Block* block, size_t size, const AllocatorConfig& cfg) {
+  static bool wants_split(const Block* block, size_t size, const AllocatorConfig& cfg) {
     size_t remaining = block->size - size;
     // Expandable remainders are kept however small: they join the next growth of the segment.
-    bool split = block->pool->is_small || block->expandable
-                     ? remaining >= kMinBlockSize
-                     : remaining > kSmallSize && block->size < cfg.max_split_size;
-    if (!split) return block;
+    return block->pool->is_small || block->expandable ? remaining >= kMinBlockSize
+                                                      : remaining > kSmallSize && block->size < cfg.max_split_size;
+  }
+
+  Block* maybe_split(Block* block, size_t size, const AllocatorConfig& cfg) {
+    if (!wants_split(block, size, cfg)) return block;
+    size_t remaining = block->size - size;
     if (block->expandable && block->mapped && remaining >= block->expandable->page_size()) {
       // Take the end of the block when that leaves more whole extents free
       // (an extent with a live byte cannot be unmapped).
@@ -562,21 +553,89 @@ class DeviceCachingAllocator {
 
   // Returns a block to its pool, merging it with free mapped neighbours.
   void free_block(Block* block) {
+    note_freed(block);
+    merge_free(block);
+  }
+
+  // A block is free now (no longer active): its stats and history.
+  void note_freed(Block* block) {
     BlockPool& pool = *block->pool;
     bool small = pool.is_small;
     update(stats_.active, small, -1);
     update(stats_.active_bytes, small, -static_cast<int64_t>(block->size));
     trace(TraceAction::FREE_COMPLETED, block->ptr, block->size, block->stream, pool, nullptr, 99);
     block->context.reset();
+  }
+
+  // Puts a free block (counted free, in no set) into its pool's free set, merged with its free
+  // neighbours.
+  void merge_free(Block* block) {
+    BlockPool& pool = *block->pool;
+    // The free neighbours are found before any merge changes the blocks the set compares; the
+    // place of the larger (usually the segment's free tail) is kept for the merged block.
+    auto keep = pool.blocks.end(), drop = pool.blocks.end();
+    size_t kept_size = 0;
     for (Block* nb : {block->prev, block->next}) {
-      if (!nb || !nb->is_free() || !nb->mapped) continue;
-      pool.blocks.erase(nb);
+      if (!nb || !nb->mergeable()) continue;
       note_free_removed(nb);
-      absorb(block, nb);
+      auto it = pool.blocks.find(nb);
+      if (it == pool.blocks.end()) continue;
+      if (nb->size > kept_size) drop = keep, keep = it, kept_size = nb->size;
+      else drop = it;
     }
-    insert_free(block);
+    if (drop != pool.blocks.end()) pool.blocks.erase(drop);
+    for (Block* nb : {block->prev, block->next})
+      if (nb && nb->mergeable()) absorb(block, nb);
+    note_free_added(block);
+    if (keep == pool.blocks.end() || !replace_in_place(pool.blocks, keep, block)) {
+      if (keep != pool.blocks.end()) pool.blocks.erase(keep);
+      pool.blocks.insert(block);
+    }
     if (pool.owner && --pool.owner->allocated == 0 && pool.owner->use_count <= 0) maybe_drop_pool(*pool.owner);
     else if (!g_caching_enabled.load(std::memory_order_relaxed)) uncache(pool, block);
+  }
+
+  // ---- parked blocks ----
+  // A freed small block is parked as it is, unmerged and in no free set, for the next request
+  // of its exact size on its stream: the usual allocate/free of same-sized temporaries then
+  // skips the free set and the split and merge. A parked block counts as free everywhere
+  // (allocated, active; inactive_split as the separate block it is) and is merged into its pool
+  // before anything reads the pool's layout (stats, snapshots), frees cached memory (empty_cache,
+  // an allocation's retry, garbage collection), or when the free sets cannot serve a request.
+  bool can_park(const Block* b, const AllocatorConfig& cfg) const {
+    return b->pool == &small_ && !b->expandable && b->size < cfg.max_split_size &&
+           cfg.garbage_collection_threshold <= 0 && g_caching_enabled.load(std::memory_order_relaxed);
+  }
+  void park(Block* block) {
+    note_freed(block);
+    note_free_added(block);
+    block->parked = true;
+    if (num_parked_ == kParked) unpark_at(0);  // the oldest
+    parked_[num_parked_++] = block;
+  }
+  Block* take_parked(musaStream_t stream, size_t size) {
+    for (int i = num_parked_ - 1; i >= 0; --i) {  // the newest first: warm in cache
+      Block* b = parked_[i];
+      if (b->size != size || b->stream != stream) continue;
+      remove_parked(i);
+      note_free_removed(b);
+      return b;
+    }
+    return nullptr;
+  }
+  void remove_parked(int i) {
+    parked_[i]->parked = false;
+    std::copy(parked_ + i + 1, parked_ + num_parked_, parked_ + i);
+    --num_parked_;
+  }
+  void unpark_at(int i) {
+    Block* b = parked_[i];
+    remove_parked(i);
+    note_free_removed(b);
+    merge_free(b);
+  }
+  void unpark_all() {
+    while (num_parked_ > 0) unpark_at(num_parked_ - 1);
   }
 
   void release_cached(BlockPool& pool) {
@@ -609,7 +668,7 @@ class DeviceCachingAllocator {
     add_reserved(pool, -static_cast<int64_t>(b->size));
     if (b->size >= allocator_config().max_split_size) stats_.oversize_segments.decrease(1);
     trace(TraceAction::SEGMENT_FREE, b->ptr, b->size, b->stream, pool, nullptr, 99);
-    delete b;
+    drop_block(b);
   }
 
   // With caching off, a block that is free again gives its memory back as soon as its segment
@@ -629,6 +688,7 @@ class DeviceCachingAllocator {
   }
 
   void release_all_cached() {
+    unpark_all();
     synchronize_and_free_events();
     release_cached(small_);
     release_cached(large_);
@@ -657,66 +717,13 @@ class DeviceCachingAllocator {
   // garbage_collection_threshold: once reserved memory passes the threshold
   // of the allowed memory, free the cached whole segments (oldest first) that
   // have gone unused longer than average, until below the threshold.
-  void garbage_collect(const AllocatorConfig& cfg) {
-    size_t allowed = limit_ ? limit_ : total_memory();
-    size_t target = static_cast<size_t>(cfg.garbage_collection_threshold * static_cast<double>(allowed));
-    if (reserved() <= target) return;
-    std::vector<Block*> cands;
-    for (BlockPool* p : {&small_, &large_})
-      for (Block* b : p->blocks)
-        if (b->expandable || !b->is_split()) cands.push_back(b);
-    if (cands.empty()) return;
-    double avg = 0;
-    for (Block* b : cands) avg += b->gc_count;
-    avg /= static_cast<double>(cands.size());
-    std::sort(cands.begin(), cands.end(), [](Block* a, Block* b) { return a->gc_count > b->gc_count; });
-    DeviceScope scope(device_);
-    for (Block* b : cands) {
-      if (reserved() <= target || b->gc_count < avg) break;
-      BlockPool& pool = *b->pool;
-      pool.blocks.erase(b);
-      note_free_removed(b);
-      if (b->expandable) {
-        unmap_free_block(b);
-        continue;
-      }
-      MUSA_CHECK(musaFree(b->ptr));
-      stats_.num_device_free++;
-      update(stats_.segment, pool.is_small, -1);
-      add_reserved(pool, -static_cast<int64_t>(b->size));
-      trace(TraceAction::SEGMENT_FREE, b->ptr, b->size, b->stream, pool, nullptr, 99);
-      delete b;
-    }
-  }
-
+  // (Defined in memory_pressure.cpp, as is raise_oom.)
+  void garbage_collect(const AllocatorConfig& cfg);
   [[noreturn]] void raise_oom(size_t requested, musaStream_t stream, BlockPool& pool, const AllocatorConfig& cfg,
-                              const std::string& detail, bool over_limit) {
-    stats_.num_ooms++;
-    size_t free = 0, total = 0;
-    {
-      DeviceScope scope(device_);
-      (void)musaMemGetInfo(&free, &total);
-      (void)musaGetLastError();
-    }
-    trace(TraceAction::OOM, reinterpret_cast<void*>(free), requested, stream, pool, nullptr, 99);
-    auto allocated = static_cast<size_t>(stats_.allocated_bytes[0].current);
-    TORCH_CHECK_WITH(
-        OutOfMemoryError, false, "musa out of memory. Tried to allocate ", format_size(requested),
-        ". musa device ", static_cast<int>(device_), " has a total capacity of ", format_size(total), " of which ",
-        format_size(free), " is free. Of the allocated memory ", format_size(allocated),
-        " is allocated by PyTorch, and ", format_size(reserved() - allocated),
-        " is reserved by PyTorch but unallocated.",
-        over_limit ? " The per-process memory fraction limit was reached." : "",
-        cfg.expandable_segments
-            ? " Free tensors you no longer need or reduce the batch size."
-            : " If reserved but unallocated memory is large try setting "
-              "PYTORCH_MUSA_ALLOC_CONF=expandable_segments:True to avoid fragmentation; otherwise free tensors "
-              "you no longer need or reduce the batch size.",
-        detail.empty() ? "" : " [runtime: " + detail + "]");
-  }
+                              const std::string& detail, bool over_limit);
 
   c10::DeviceIndex device_;
-  std::recursive_mutex mu_;
+  AllocatorMutex mu_;
   BlockPool small_{true, nullptr};
   BlockPool large_{false, nullptr};
   ska::flat_hash_map<void*, Block*> active_;  // flat: no node allocation per block
@@ -732,6 +739,11 @@ class DeviceCachingAllocator {
   std::vector<Route> routes_;
   int captures_underway_ = 0;
   std::vector<Block*> deferred_;  // freed with stream uses during a capture
+  static constexpr size_t kSpareBlocks = 1024;
+  static constexpr int kParked = 16;
+  Block* parked_[kParked] = {};  // oldest first (park, take_parked)
+  int num_parked_ = 0;
+  std::vector<void*> spare_blocks_;  // memory of dropped Blocks (new_block/drop_block)
   std::vector<TraceSnapshot> traces_;
   size_t trace_next_ = 0;
   c10::CachingDeviceAllocator::DeviceStats stats_;

@@ -13,7 +13,7 @@ ExpandableSegment* DeviceCachingAllocator::segment_for(BlockPool& pool, musaStre
   // Reserve the device's whole capacity: address space is cheap, and the
   // segment can then grow in place as far as physical memory allows.
   auto seg = std::make_unique<ExpandableSegment>(device_, stream, total_memory(), kSmallBuffer);
-  auto* b = new Block(device_, stream, seg->virtual_size(), &pool, seg->base());
+  Block* b = new_block(device_, stream, seg->virtual_size(), &pool, seg->base());
   b->mapped = false;
   b->expandable = seg.get();
   pool.unmapped.insert(b);
@@ -103,8 +103,7 @@ Block* DeviceCachingAllocator::grow_expandable(ExpandableSegment* seg, BlockPool
   auto pick = [&]() -> Plan {
     Plan best;
     size_t best_cost = SIZE_MAX;
-    Block key(device_, stream, 0, &pool, nullptr);
-    for (auto it = pool.unmapped.lower_bound(&key); it != pool.unmapped.end() && (*it)->stream == stream; ++it) {
+    for (auto it = pool.unmapped.lower_bound(BlockKey(stream, 0, nullptr)); it != pool.unmapped.end() && (*it)->stream == stream; ++it) {
       Block* u = *it;
       if (u->expandable != seg) continue;
       Block* p = free_mapped(u->prev) ? u->prev : nullptr;
