@@ -8,6 +8,12 @@
 #include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
 #include "memory/allocator_config.h"
 #include "memory/caching_allocator.h"
 #include "memory/pinned_allocator.h"
@@ -283,6 +289,40 @@ void bind_python(py::module& m) {
   m.def("_mempool_use_count", [](int d, py::tuple id) { return pool_use_count(dev(d), pool_id(id)); });
   m.def("_raw_alloc", [](size_t n) { return reinterpret_cast<size_t>(raw_alloc(n)); });
   m.def("_raw_delete", [](size_t p) { raw_delete(reinterpret_cast<void*>(p)); });
+  // Test hook: `threads` C++ threads allocate and free small blocks at once, without the GIL, so
+  // the device lock is contended. Returns (blocks handed out while live, allocated bytes after
+  // minus before).
+  m.def("_allocator_contention_check", [](int threads, int iters) {
+    py::gil_scoped_release no_gil;
+    c10::DeviceIndex d = current_device();
+    auto allocated = [d] { return device_stats(d).allocated_bytes[0].current; };
+    int64_t before = allocated();
+    std::mutex mu;
+    std::unordered_set<void*> live;
+    int twice = 0;
+    auto note = [&](void* p, bool alloc) {
+      std::lock_guard<std::mutex> g(mu);
+      if (!alloc) live.erase(p);
+      else if (!live.insert(p).second) ++twice;
+    };
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t)
+      workers.emplace_back([&, t] {
+        set_device(d);
+        std::deque<c10::DataPtr> mine;
+        for (int i = 0; i < iters; ++i) {
+          mine.push_back(get()->allocate(512 * static_cast<size_t>(1 + (i + t) % 4)));
+          note(mine.back().get(), true);
+          if (mine.size() > 8 || i % 3 == 0) {
+            note(mine.front().get(), false);  // before the block can be handed out again
+            mine.pop_front();
+          }
+        }
+        for (auto& p : mine) note(p.get(), false);
+      });
+    for (auto& w : workers) w.join();
+    return std::make_tuple(twice, allocated() - before);
+  });
   // Graph trees (torch_musa/_inductor/graph_trees.py): the storage hooks torch.cuda's graph trees
   // use, for musa memory. Storages are passed as StorageImpl addresses, as torch's are.
   auto storage = [](size_t p) { return reinterpret_cast<c10::StorageImpl*>(p); };
