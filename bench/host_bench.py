@@ -5,9 +5,9 @@
 The host driver runs ATen's CPU kernels on musa memory, so the native CPU is
 the reference: ratios show what the musa layer costs (>= 1.0 means musa is at
 least as fast; latency rows report native/musa, throughput rows musa/native).
---paired N alternates single cpu and musa measurements N times and reports the
-median of the per-pair ratios, which a machine shared with other work (whose
-speed wanders between the two sides of one round) disturbs far less.
+--paired N alternates single cpu and musa calls (N times a row's iterations) and
+reports the median of the per-pair ratios, which a machine shared with other
+work (whose speed wanders between the two sides of one round) disturbs far less.
 """
 import argparse
 import statistics
@@ -39,7 +39,8 @@ def median_time(fn, device, iters, warmup=3, reps=1):
     return statistics.median(samples)
 
 
-def small_ops(device, n_ops=200, iters=30):
+# Each case builds its work on `device` and returns (one call, how much work a call does, warm-up calls).
+def small_ops(device, n_ops=200):
     x = torch.randn(256, device=device)
 
     def chain():
@@ -50,20 +51,22 @@ def small_ops(device, n_ops=200, iters=30):
             y = torch.relu(y)
             y = y.sub(0.00001)
         return y
-    return median_time(chain, device, iters) / n_ops * 1e6  # us/op
+    return chain, n_ops / 1e6, 3  # us/op (seconds per op, scaled)
 
 
-def matmul(device, n=1024, iters=10):
+def matmul(device, n=1024):
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
-    return 2 * n**3 / median_time(lambda: a @ b, device, iters) / 1e9  # GFLOP/s
+    return (lambda: a @ b), 2 * n**3 / 1e9, 3  # GFLOP/s
 
 
-def conv(device, iters=5):
+def conv(device):
     x = torch.randn(8, 64, 56, 56, device=device)
     c = nn.Conv2d(64, 64, 3, padding=1).to(device)
-    with torch.no_grad():
-        t = median_time(lambda: c(x), device, iters)
-    return 2 * 8 * 64 * 64 * 9 * 56 * 56 / t / 1e9  # GFLOP/s
+
+    def run():
+        with torch.no_grad():
+            c(x)
+    return run, 2 * 8 * 64 * 64 * 9 * 56 * 56 / 1e9, 3  # GFLOP/s
 
 
 class SmallCNN(nn.Module):
@@ -78,7 +81,7 @@ class SmallCNN(nn.Module):
         return self.head(self.features(x).flatten(1))
 
 
-def cnn_step(device, iters=10):
+def cnn_step(device):
     torch.manual_seed(0)
     model = SmallCNN().to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -91,35 +94,64 @@ def cnn_step(device, iters=10):
         opt.zero_grad()
     # More warm-up than the other rows: the first steps fault in fresh pages
     # (musa segments, the CPU's malloc arenas) and are not steady state.
-    return 64 / median_time(step, device, iters, warmup=6)  # images/s
+    return step, 64, 6  # images/s
 
 
-ROWS = [  # name, unit, fn, higher is better, goal (ratio floor: issue #57's)
-    ("small elementwise ops", "us/op", small_ops, False, 1 / 1.1),
-    ("matmul 1024^2 fp32", "GFLOP/s", matmul, True, 0.97),
-    ("conv 3x3 64ch 56x56 b8", "GFLOP/s", conv, True, 0.97),
-    ("CNN training step b64", "img/s", cnn_step, True, 0.97),
+ROWS = [  # name, unit, case, iterations per measurement, higher is better, goal (ratio floor: issue #57's)
+    ("small elementwise ops", "us/op", small_ops, 30, False, 1 / 1.1),
+    ("matmul 1024^2 fp32", "GFLOP/s", matmul, 10, True, 0.97),
+    ("conv 3x3 64ch 56x56 b8", "GFLOP/s", conv, 5, True, 0.97),
+    ("CNN training step b64", "img/s", cnn_step, 10, True, 0.97),
 ]
+
+
+def rate(work, seconds, higher):
+    return work / seconds if higher else seconds / work
+
+
+def rounds(case, iters, higher, n):
+    """Best of n alternating cpu/musa measurements (each the median of `iters` calls)."""
+    vals = {"cpu": [], "musa": []}
+    for _ in range(n):  # interleave so machine noise hits both sides
+        for device in vals:
+            fn, work, warmup = case(device)
+            vals[device].append(rate(work, median_time(fn, device, iters, warmup), higher))
+    pick = max if higher else min
+    return pick(vals["cpu"]), pick(vals["musa"]), None
+
+
+def paired(case, higher, n):
+    """Single cpu and musa calls alternated n times: medians, and the median of per-pair ratios."""
+    cases = {device: case(device) for device in ("cpu", "musa")}
+    for device, (fn, _, warmup) in cases.items():
+        for _ in range(warmup):
+            fn()
+        sync(device)
+    times = {"cpu": [], "musa": []}
+    for _ in range(n):
+        for device, (fn, _, _) in cases.items():
+            t0 = time.perf_counter()
+            fn()
+            sync(device)
+            times[device].append(time.perf_counter() - t0)
+    work = cases["cpu"][1]
+    ratios = [c / m for c, m in zip(times["cpu"], times["musa"])]  # musa speed over cpu speed
+    return (rate(work, statistics.median(times["cpu"]), higher), rate(work, statistics.median(times["musa"]), higher),
+            statistics.median(ratios))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3, help="alternating cpu/musa rounds; best of each is kept")
-    ap.add_argument("--paired", type=int, default=0, help="median of this many paired cpu/musa ratios instead")
+    ap.add_argument("--paired", type=int, default=0, help="median of this many paired single-call ratios instead")
     args = ap.parse_args()
     print(f"torch {torch.__version__}, musa driver {torch.musa.get_driver_name()}, {torch.get_num_threads()} threads")
     print(f"\n{'benchmark':<26}{'unit':>9}{'native cpu':>12}{'musa':>12}{'ratio':>8}{'goal':>8}")
-    for name, unit, fn, higher, goal in ROWS:
-        cpu_vals, musa_vals = [], []
-        for _ in range(args.paired or args.rounds):  # interleave so machine noise hits both sides
-            cpu_vals.append(fn("cpu"))
-            musa_vals.append(fn("musa"))
+    for name, unit, case, iters, higher, goal in ROWS:
         if args.paired:
-            native, musa = statistics.median(cpu_vals), statistics.median(musa_vals)
-            ratio = statistics.median((m / c if higher else c / m) for c, m in zip(cpu_vals, musa_vals))
+            native, musa, ratio = paired(case, higher, args.paired * iters)
         else:
-            pick = max if higher else min
-            native, musa = pick(cpu_vals), pick(musa_vals)
+            native, musa, _ = rounds(case, iters, higher, args.rounds)
             ratio = musa / native if higher else native / musa
         print(f"{name:<26}{unit:>9}{native:>12.4g}{musa:>12.4g}{ratio:>8.3f}{'>=' + format(goal, '.2f'):>8}")
 
