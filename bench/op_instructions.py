@@ -2,7 +2,7 @@
 depend on how fast the CPU happens to run (this 2-core machine's speed is bimodal, so
 timings of two builds taken minutes apart differ by more than the change being measured).
 
-    python3 bench/op_instructions.py [--ops mul,muls,mul_,add_out,to_cpu,from_cpu,pinned] [--n 2000] [--against DIR]
+    python3 bench/op_instructions.py [--ops mul,muls,mul_,add_out,sum,mean,relu,mm,addmm,cat,index_select,where,to_cpu,from_cpu,pinned] [--n 2000] [--against DIR]
 
 Each op runs --n times on 256 floats under callgrind, with instrumentation on only around
 the loop. The table gives instructions per op for the op's Python call (its dispatch, the
@@ -28,6 +28,13 @@ OPS = {
     "mul_": ("x.mul_(1.0)", "THPVariable_mul_(", ""),
     "add_out": ("torch.add(x, z, out=out)", "THPVariable_add(", ""),
     "sum": ("y = x.sum()", "THPVariable_sum(", "THPVariable_dealloc("),
+    "mean": ("y = x.mean()", "THPVariable_mean(", "THPVariable_dealloc("),
+    "relu": ("y = torch.relu(x)", "THPVariable_relu(", "THPVariable_dealloc("),
+    "mm": ("y = torch.mm(m, m)", "THPVariable_mm(", "THPVariable_dealloc("),
+    "cat": ("y = torch.cat([x, z])", "THPVariable_cat(", "THPVariable_dealloc("),
+    "index_select": ("y = x.index_select(0, i)", "THPVariable_index_select(", "THPVariable_dealloc("),
+    "addmm": ("y = torch.addmm(v, m, m)", "THPVariable_addmm(", "THPVariable_dealloc("),
+    "where": ("y = torch.where(b, x, z)", "THPVariable_where(", "THPVariable_dealloc("),
     # blocking copies both ways, and a pinned host allocation (the pinned cache's hit path)
     "to_cpu": ("y = x.cpu()", "THPVariable_cpu(", "THPVariable_dealloc("),
     "from_cpu": ("y = c.to(musa)", "THPVariable_to(", "THPVariable_dealloc("),
@@ -43,7 +50,9 @@ def worker(op, n, device):
     z = torch.randn(256, device=device)
     out = torch.empty_like(x)
     code = compile(f"for _ in range(k):\n    {OPS[op][0]}\n", "<ops>", "exec")
-    scope = {"torch": torch, "x": x, "z": z, "out": out, "c": torch.randn(256), "musa": torch.device("musa")}
+    scope = {"torch": torch, "x": x, "z": z, "out": out, "c": torch.randn(256), "musa": torch.device("musa"),
+             "m": torch.randn(16, 16, device=device), "i": torch.arange(0, 256, 4, device=device),
+             "v": torch.randn(16, device=device), "b": x > 0}
     exec(code, {**scope, "k": 200})
     pid = str(os.getpid())
     subprocess.run(["callgrind_control", "-i", "on", pid], check=True, capture_output=True)

@@ -67,6 +67,9 @@ def variants(dev):
 
     m = torch.randn(16, 16, device=dev)
     idx = torch.arange(0, 256, 4, device=dev)
+    c = x > 0
+    bias = torch.randn(16, device=dev)
+    b3 = torch.randn(4, 8, 8, device=dev)
 
     def empty(n):
         for _ in range(n):
@@ -81,6 +84,10 @@ def variants(dev):
             ("x.sum()", chain(lambda: x.sum())), ("m.sum(1)", chain(lambda: m.sum(1))),
             ("x.mean()", chain(lambda: x.mean())), ("x.index_select", chain(lambda: x.index_select(0, idx))),
             ("cat([x, z])", chain(lambda: torch.cat([x, z]))), ("mm 16x16", chain(lambda: m @ m)),
+            ("addmm 16x16", chain(lambda: torch.addmm(bias, m, m))), ("bmm 4x8x8", chain(lambda: b3 @ b3)),
+            ("relu(x)", chain(lambda: torch.relu(x))), ("x.exp()", chain(lambda: x.exp())),
+            ("x > z", chain(lambda: x > z)), ("where(c, x, z)", chain(lambda: torch.where(c, x, z))),
+            ("x.clamp(-1, 1)", chain(lambda: x.clamp(-1, 1))), ("x.clone()", chain(lambda: x.clone())),
             ("empty(256)", empty), ("x.view(16, 16)", view)]
 
 
