@@ -16,7 +16,7 @@ namespace torch_musa::allocator {
 namespace detail {
 
 void DeviceCachingAllocator::snapshot_into(Snapshot& out, const MempoolId_t* only) {
-  std::lock_guard<AllocatorMutex> lock(mu_);
+  std::lock_guard<std::recursive_mutex> lock(mu_);
   unpark_all();  // segments show their free blocks merged
   std::unordered_set<Block*> all;
   for (auto& [p, b] : active_) all.insert(b);

@@ -23,7 +23,6 @@
 
 #include "memory/allocator_block.h"
 #include "memory/allocator_config.h"
-#include "memory/allocator_mutex.h"
 #include "core/device.h"
 #include "memory/expandable_segment.h"
 #include "memory/pluggable_allocator.h"
@@ -96,7 +95,7 @@ class DeviceCachingAllocator {
   explicit DeviceCachingAllocator(c10::DeviceIndex device) : device_(device) {}
 
   Block* malloc(size_t requested, musaStream_t stream, std::shared_ptr<c10::GatheredContext> ctx) {
-    std::lock_guard<AllocatorMutex> lock(mu_);
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     const AllocatorConfig& cfg = allocator_config();
     stats_.max_split_size = static_cast<int64_t>(cfg.max_split_size);
     process_events();
@@ -146,7 +145,7 @@ class DeviceCachingAllocator {
   }
 
   void free(Block* block, std::shared_ptr<c10::GatheredContext> ctx) {
-    std::lock_guard<AllocatorMutex> lock(mu_);
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     const AllocatorConfig& cfg = allocator_config();
     active_.erase(block->ptr);
     block->allocated = false;
@@ -174,13 +173,13 @@ class DeviceCachingAllocator {
   }
 
   Block* find(void* ptr) {
-    std::lock_guard<AllocatorMutex> lock(mu_);
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     auto it = active_.find(ptr);
     return it == active_.end() ? nullptr : it->second;
   }
 
   void record_stream(Block* block, c10::Stream stream) {
-    std::lock_guard<AllocatorMutex> lock(mu_);
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     if (native_stream(stream) == block->stream) return;
     for (auto& s : block->stream_uses)
       if (s == stream) return;
@@ -188,12 +187,12 @@ class DeviceCachingAllocator {
   }
 
   void empty_cache() {
-    std::lock_guard<AllocatorMutex> lock(mu_);
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     release_all_cached();
   }
 
   c10::CachingDeviceAllocator::DeviceStats stats() {
-    std::lock_guard<AllocatorMutex> lock(mu_);
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     unpark_all();  // inactive_split counts the free blocks as merged, as it always has
     stats_.max_split_size = static_cast<int64_t>(allocator_config().max_split_size);
     return stats_;
@@ -201,13 +200,13 @@ class DeviceCachingAllocator {
 
   // Current allocated and reserved bytes (what the profiler's memory events carry).
   std::pair<int64_t, int64_t> allocated_and_reserved() {
-    std::lock_guard<AllocatorMutex> lock(mu_);
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     constexpr auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
     return {stats_.allocated_bytes[all].current, stats_.reserved_bytes[all].current};
   }
 
   ExtraStats extra() {
-    std::lock_guard<AllocatorMutex> lock(mu_);
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     ExtraStats e;
     e.num_oom_rejections = num_oom_rejections_;
     for (auto& [id, arr] : pool_reserved_) e.reserved_by_private_pools.emplace_back(id, arr);
@@ -215,7 +214,7 @@ class DeviceCachingAllocator {
   }
 
   void reset_peak() {
-    std::lock_guard<AllocatorMutex> lock(mu_);
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     unpark_all();  // what stats() reads next starts from the merged layout
     for (StatArray* a : all_stat_arrays())
       for (auto& s : *a) s.reset_peak();
@@ -224,7 +223,7 @@ class DeviceCachingAllocator {
   }
 
   void reset_accumulated() {
-    std::lock_guard<AllocatorMutex> lock(mu_);
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     unpark_all();  // what stats() reads next starts from the merged layout
     for (StatArray* a : all_stat_arrays())
       for (auto& s : *a) s.reset_accumulated();
@@ -238,12 +237,12 @@ class DeviceCachingAllocator {
   }
 
   void set_fraction(double f) {
-    std::lock_guard<AllocatorMutex> lock(mu_);
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     limit_ = static_cast<size_t>(f * static_cast<double>(total_memory()));
     fraction_ = f;
   }
   double fraction() {
-    std::lock_guard<AllocatorMutex> lock(mu_);
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     return fraction_;
   }
 
@@ -271,17 +270,17 @@ class DeviceCachingAllocator {
 
   void snapshot_into(Snapshot& out, const MempoolId_t* only);
   void traces_into(std::vector<TraceSnapshot>& out) {
-    std::lock_guard<AllocatorMutex> lock(mu_);
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     out.insert(out.end(), traces_.begin() + static_cast<long>(trace_next_), traces_.end());
     out.insert(out.end(), traces_.begin(), traces_.begin() + static_cast<long>(trace_next_));
   }
   void clear_traces() {
-    std::lock_guard<AllocatorMutex> lock(mu_);
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     traces_.clear();
     trace_next_ = 0;
   }
   void note_snapshot() {
-    std::lock_guard<AllocatorMutex> lock(mu_);
+    std::lock_guard<std::recursive_mutex> lock(mu_);
     trace(TraceAction::SNAPSHOT, nullptr, 0, nullptr, large_, nullptr, 99);
   }
 
@@ -723,7 +722,8 @@ class DeviceCachingAllocator {
                               const std::string& detail, bool over_limit);
 
   c10::DeviceIndex device_;
-  AllocatorMutex mu_;
+  // Recursive: a MemPool's own allocator, called under the lock, may allocate musa memory again.
+  std::recursive_mutex mu_;
   BlockPool small_{true, nullptr};
   BlockPool large_{false, nullptr};
   ska::flat_hash_map<void*, Block*> active_;  // flat: no node allocation per block
