@@ -177,7 +177,7 @@ struct NewOutput final : Direct<Base> {
   const at::Tensor& maybe_get_output(int64_t) override { return out; }
   c10::DeviceIndex device;
   at::Tensor out;
-  bool defer = false;
+  bool defer = false;  // (never set: a new output has the layout asked for; read as GivenOutput's)
 };
 
 // Structured op `Base` writing a given musa tensor: self of an in-place form (never resized), or
