@@ -3,13 +3,16 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 
-#include <iterator>
+#include <atomic>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
-#include <unordered_map>
 
 #include "core/device.h"
+#include "distributed/alias_cache.h"
 #include "distributed/mccl_backend.h"
 #include "distributed/mccl_work.h"
 #include "ops/kernel_device.h"
@@ -20,10 +23,26 @@ namespace torch_musa::distributed {
 namespace {
 std::mutex staged_mutex;
 std::map<std::string, int64_t> staged;
-std::mutex sent_mutex;
-// op -> (calls, bytes this rank contributed), keyed by the op's name literal: no string is built
-// on the collective's path (names read back are merged by text).
-std::unordered_map<const char*, std::pair<int64_t, int64_t>> sent;
+// Per op name literal: calls and bytes this rank contributed, counted without a lock or a string
+// on the collective's path (names read back are merged by text: a literal may have several copies).
+struct SentSlot {
+  std::atomic<const char*> op{nullptr};
+  std::atomic<int64_t> calls{0};
+  std::atomic<int64_t> bytes{0};
+};
+constexpr size_t kSentSlots = 64;  // mccl has about 25 op names
+SentSlot sent[kSentSlots];
+
+SentSlot& sent_slot(const char* op) {
+  size_t start = (reinterpret_cast<uintptr_t>(op) >> 3) % kSentSlots;
+  for (size_t i = 0; i < kSentSlots; ++i) {
+    SentSlot& s = sent[(start + i) % kSentSlots];
+    const char* held = s.op.load(std::memory_order_acquire);
+    if (held == nullptr && s.op.compare_exchange_strong(held, op, std::memory_order_acq_rel)) return s;
+    if (held == op) return s;
+  }
+  TORCH_INTERNAL_ASSERT(false, "mccl: more collective names than the byte counters hold (", kSentSlots, ")");
+}
 
 bool is_float8(at::ScalarType t) {
   return t == at::kFloat8_e4m3fn || t == at::kFloat8_e5m2 || t == at::kFloat8_e4m3fnuz ||
@@ -41,18 +60,22 @@ void reset_staged_counts() {
 }
 
 std::map<std::string, std::pair<int64_t, int64_t>> sent_bytes() {
-  std::lock_guard<std::mutex> g(sent_mutex);
   std::map<std::string, std::pair<int64_t, int64_t>> by_name;
-  for (const auto& [op, counts] : sent) {
-    auto& s = by_name[op];
-    s.first += counts.first;
-    s.second += counts.second;
+  for (const auto& s : sent) {
+    const char* op = s.op.load(std::memory_order_acquire);
+    int64_t calls = s.calls.load(std::memory_order_relaxed);
+    if (op == nullptr || calls == 0) continue;
+    auto& v = by_name[op];
+    v.first += calls;
+    v.second += s.bytes.load(std::memory_order_relaxed);
   }
   return by_name;
 }
 void reset_sent_bytes() {
-  std::lock_guard<std::mutex> g(sent_mutex);
-  sent.clear();
+  for (auto& s : sent) {
+    s.calls.store(0, std::memory_order_relaxed);
+    s.bytes.store(0, std::memory_order_relaxed);
+  }
 }
 
 void CollectiveCall::check(const at::Tensor& t) {
@@ -89,41 +112,58 @@ at::ScalarType CollectiveCall::library_dtype(at::ScalarType dtype) const {
 
 at::Tensor CollectiveCall::alias(const at::Tensor& musa, Role role, bool writable) {
   check(musa);
-  keep_alive_.push_back(musa);
   if (role != Role::kOut) sent_bytes_ += static_cast<int64_t>(musa.numel()) * musa.element_size();
-  if (role != Role::kIn) outputs_.push_back(musa);
-  at::Tensor t = musa;
+  at::Tensor copy;  // the library's own copy, when it cannot take `musa` as it is
   if (widen_float8_ && is_float8(musa.scalar_type())) {  // reduced as float32, cast back when done
-    t = role == Role::kOut ? at::empty(musa.sizes(), musa.options().dtype(at::kFloat))
-                           : musa.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true, at::MemoryFormat::Contiguous);
-    if (role != Role::kIn) copy_back_.emplace_back(musa, t);
-    keep_alive_.push_back(t);
-  } else if (!t.is_contiguous()) {  // NCCL and Gloo take dense memory only
-    t = role == Role::kOut ? at::empty_like(musa, at::MemoryFormat::Contiguous) : musa.contiguous();
-    if (role != Role::kIn) copy_back_.emplace_back(musa, t);
-    keep_alive_.push_back(t);
+    copy = role == Role::kOut ? at::empty(musa.sizes(), musa.options().dtype(at::kFloat))
+                              : musa.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true, at::MemoryFormat::Contiguous);
+  } else if (!musa.is_contiguous()) {  // NCCL and Gloo take dense memory only
+    copy = role == Role::kOut ? at::empty_like(musa, at::MemoryFormat::Contiguous) : musa.contiguous();
     std::lock_guard<std::mutex> g(staged_mutex);
     ++staged[op_];
   } else if (writable) {
-    t = musa.clone(at::MemoryFormat::Contiguous);
-    keep_alive_.push_back(t);
+    copy = musa.clone(at::MemoryFormat::Contiguous);
   }
-  if (role != Role::kIn) written_.push_back(t);
-  // The alias holds a reference to the musa storage: the library may keep it past this call (an
-  // async collective the caller never waits for). Built directly over the storage, with the
-  // library's dtype of the same width (for_blob's builder cost a per-call std::function and a
-  // device lookup, on the path of every latency-bound collective).
-  KernelDevice& kd = kernel_device();
-  auto impl = c10::make_intrusive<c10::TensorImpl>(owning_alias(t.storage(), kd.device_for(t.device().index())),
-                                                   c10::DispatchKeySet(kd.dispatch_key()),
-                                                   c10::scalarTypeToTypeMeta(library_dtype(t.scalar_type())));
-  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
-  return at::Tensor(std::move(impl));
+  // Same-width library dtype. A built alias of an asynchronous call holds a reference to the musa
+  // storage: the library may keep it past this call (a collective the caller never waits for).
+  at::Tensor a;
+  AliasCache* cache = copy.defined() || cache_ == nullptr ? nullptr : this->cache();
+  if (cache != nullptr) {
+    a = cache->get(musa, library_dtype(musa.scalar_type()), flat_);
+  } else {
+    const at::Tensor& t = copy.defined() ? copy : musa;
+    // Borrowing (cache_ set) without the cache: a non-owning alias all the same.
+    a = kernel_alias(t, library_dtype(t.scalar_type()), /*owning=*/!sync_ && (copy.defined() || cache_ == nullptr),
+                     flat_);
+  }
+  copies_back_ |= role != Role::kIn && copy.defined();
+  buffers_.push_back(CallBuffer{musa, std::move(copy), role != Role::kIn});
+  return a;
+}
+
+AliasCache* CollectiveCall::cache() {
+  if (!cache_held_) {
+    cache_held_ = cache_->try_acquire();
+    if (!cache_held_) return nullptr;
+  }
+  return cache_;
+}
+
+void CollectiveCall::release_cache() {
+  if (cache_held_) cache_->release();
+  cache_held_ = false;
+}
+
+void CollectiveCall::end_block(BlockRest rest) {
+  for (auto& b : rest.buffers) buffers_.push_back(std::move(b));  // outputs of none already
+  borrowed_ = !buffers_.empty();
+  block_finish_ = std::move(rest.finish);
 }
 
 std::vector<at::Tensor> CollectiveCall::aliases(std::vector<at::Tensor>& tensors, Role role, bool writable) {
   std::vector<at::Tensor> r;
   r.reserve(tensors.size());
+  buffers_.reserve(buffers_.size() + tensors.size());
   for (auto& t : tensors) r.push_back(alias(t, role, writable));
   return r;
 }
@@ -150,47 +190,92 @@ std::vector<std::vector<at::Tensor>> CollectiveCall::out(std::vector<std::vector
   return r;
 }
 
+namespace {
+// Where the library runs. cuda driver: a KernelScope, so CUDA's current stream is the current
+// musa stream's (NCCL's synchronous collectives run on it; asynchronous ones on NCCL's stream
+// ordered after it) and what NCCL allocates is musa memory. Host driver: the device alone, so
+// Gloo's scratch comes from its own CPU allocator, not from musa memory.
+class LibraryScope {
+ public:
+  explicit LibraryScope(c10::DeviceIndex device) {
+    KernelDevice& kd = kernel_device();
+    if (kd.type() == c10::DeviceType::CPU) device_.emplace(device);
+    else kernel_.emplace(kd, device);
+  }
+
+ private:
+  std::optional<DeviceScope> device_;
+  std::optional<KernelScope> kernel_;
+};
+
+std::function<void()> then(std::function<void()> first, std::function<void()> second) {
+  if (!first) return second;
+  if (!second) return first;
+  return [first = std::move(first), second = std::move(second)] {
+    first();
+    second();
+  };
+}
+}  // namespace
+
+std::function<void()> CollectiveCall::finish() const {
+  std::function<void()> own;
+  if (divide_by_ > 0 || copies_back_) {
+    own = [buffers = buffers_, d = divide_by_]() mutable {
+      if (d > 0)
+        for (auto& b : buffers)
+          if (b.output) (b.copy.defined() ? b.copy : b.musa).div_(d);
+      for (auto& b : buffers)
+        if (b.output && b.copy.defined()) b.musa.copy_(b.copy);
+    };
+  }
+  return then(block_finish_, std::move(own));
+}
+
 c10::intrusive_ptr<c10d::Work> CollectiveCall::run(c10::function_ref<c10::intrusive_ptr<c10d::Work>()> launch) {
+  release_cache();  // the aliases are made
+  reap_orphans();
   if (device_ < 0) device_ = current_device();
   c10::intrusive_ptr<c10d::Work> work;
   {
-    // The current CUDA stream is the current musa stream's (cuda driver): NCCL's synchronous
-    // collectives run on it; asynchronous ones on NCCL's stream ordered after it.
-    KernelScope scope(kernel_device(), device_);
-    // The launch on the musa stream; the library's own stream work is not timed.
-    profiler::DeviceRange timed(device_, op_, profiler::ActivityKind::Collective);
-    work = launch();
+    LibraryScope scope(device_);
+    {
+      // The launch on the musa stream; the library's own stream work is not timed.
+      profiler::DeviceRange timed(device_, op_, profiler::ActivityKind::Collective);
+      work = launch();
+    }
+    // A synchronous call's library Work (Gloo's; NCCL hands back none) is waited for here, as
+    // torch's caller would next: no Work to wrap, and its aliases are free once this returns.
+    if (work && sync_) {
+      work->wait();
+      work.reset();
+    }
   }
-  {  // counted once launched (a float8 reduction the library refused is retried widened)
-    std::lock_guard<std::mutex> g(sent_mutex);
-    auto& s = sent[op_];
-    ++s.first;
-    s.second += sent_bytes_;
-  }
-  std::function<void()> finish;
-  if (divide_by_ > 0 || !copy_back_.empty()) {
-    finish = [written = written_, copy_back = copy_back_, d = divide_by_]() {
-      if (d > 0)
-        for (const auto& w : written) const_cast<at::Tensor&>(w).div_(d);
-      for (const auto& [original, staging] : copy_back) const_cast<at::Tensor&>(original).copy_(staging);
-    };
+  // Counted once launched (a float8 reduction the library refused is retried widened).
+  SentSlot& counted = sent_slot(op_);
+  counted.calls.fetch_add(1, std::memory_order_relaxed);
+  counted.bytes.fetch_add(sent_bytes_, std::memory_order_relaxed);
+  std::function<void()> done = finish();
+  if (block_ != nullptr) {  // the block's end keeps the buffers and finishes them, after NCCL ran the block
+    for (const auto& b : buffers_) block_->buffers.push_back(CallBuffer{b.musa, b.copy, false});
+    block_->finish = then(std::move(block_->finish), std::move(done));
+    done = nullptr;
   }
   if (!work) {
-    // A synchronous collective ran on the current musa stream (NCCL's asyncOp=false): what is
-    // left to do follows it on that stream, and there is no Work, as for cuda tensors. The
-    // tensors it used need no keeping: later work on them is ordered after it on the stream.
-    if (finish) {
+    // A synchronous collective ran on the current musa stream (or was waited for): what is left
+    // follows it there, and there is no Work, as for cuda tensors. The tensors it used need no
+    // keeping: later work on them is ordered after it on the stream. (So do a coalescing block's
+    // members when NCCL's block hands back none: NCCL joins a group's streams at its end.)
+    if (done) {
       DeviceScope scope(device_);
-      finish();
+      done();
     }
     return work;
   }
-  // MCCLWork keeps them as std::vectors; only calls that return a Work pay for the move.
-  auto moved = [](auto& small) {
-    return std::vector<at::Tensor>(std::make_move_iterator(small.begin()), std::make_move_iterator(small.end()));
-  };
-  return c10::make_intrusive<MCCLWork>(std::move(work), device_, moved(outputs_), moved(keep_alive_),
-                                       std::move(finish), rank_, type_);
+  // Borrowed aliases: the Work keeps the musa memory alive (a block member's, the block's end).
+  bool borrowed = block_ == nullptr && (borrowed_ || (!sync_ && cache_ != nullptr));
+  return c10::make_intrusive<MCCLWork>(std::move(work), device_, std::move(buffers_), std::move(done), rank_, type_,
+                                       borrowed);
 }
 
 }  // namespace torch_musa::distributed

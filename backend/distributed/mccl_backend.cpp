@@ -1,6 +1,6 @@
 // Each collective: check and alias its musa tensors (collective_call.h), run
-// the library's collective inside a KernelScope and wrap the library's Work
-// as an MCCLWork.
+// the library's collective on the current musa stream and wrap the library's
+// Work as an MCCLWork (a synchronous collective returns none).
 #include "distributed/mccl_backend.h"
 
 #include <ATen/Context.h>
@@ -15,6 +15,7 @@
 #include "core/device.h"
 #include "distributed/collective_call.h"
 #include "distributed/mccl_work.h"
+#include "graphs/capture_state.h"
 #include "ops/kernel_device.h"
 
 namespace torch_musa::distributed {
@@ -115,8 +116,14 @@ std::string describe(const int64_t* v) {
 template <class Opts>
 Opts MCCLBackend::library_options(const Opts& opts) const {
   Opts o = opts;
-  if (coalescing_) o.asyncOp = true;  // (the block's end waits for its members' Works)
+  if (coalescing_ && gloo_) o.asyncOp = true;  // (the block's end waits for its members' Works)
   return o;
+}
+
+void MCCLBackend::prepare(CollectiveCall& call, bool async_op) {
+  if (!async_op && !(coalescing_ && gloo_)) call.synchronous(&aliases_);
+  else if (!graphs::any_capture_underway()) call.borrow_aliases(&aliases_);
+  if (coalescing_ && !gloo_) call.in_block(&block_);
 }
 
 template <class Opts>
@@ -130,9 +137,12 @@ Opts MCCLBackend::reduction_options(const Opts& opts, CollectiveCall& call, std:
 }
 
 namespace {
-bool any_of_dtypes(c10::ArrayRef<at::Tensor> ts, std::initializer_list<at::ScalarType> dtypes) {
+static_assert(static_cast<int>(at::ScalarType::NumOptions) <= 64, "dtype masks need a wider type");
+constexpr uint64_t bit(at::ScalarType t) { return uint64_t{1} << static_cast<int>(t); }
+// (One mask test per tensor: this runs on every reduction.)
+bool any_of_dtypes(c10::ArrayRef<at::Tensor> ts, uint64_t dtypes) {
   for (auto& t : ts)
-    if (t.defined() && std::find(dtypes.begin(), dtypes.end(), t.scalar_type()) != dtypes.end()) return true;
+    if (t.defined() && (bit(t.scalar_type()) & dtypes) != 0) return true;
   return false;
 }
 // Whether the NCCL backend of this torch reduces float8 itself, per reduce op: kUnknown, kNo,
@@ -152,11 +162,11 @@ void set_nccl_has_float8(bool has) {
 template <class Launch>
 Works MCCLBackend::float8_aware(c10::ArrayRef<at::Tensor> tensors, const ReduceOp& reduce_op, Launch&& launch) {
   using at::ScalarType;
-  if (!any_of_dtypes(tensors, {ScalarType::Float8_e4m3fn, ScalarType::Float8_e5m2, ScalarType::Float8_e4m3fnuz,
-                               ScalarType::Float8_e5m2fnuz}))
+  constexpr uint64_t fnuz_types = bit(ScalarType::Float8_e4m3fnuz) | bit(ScalarType::Float8_e5m2fnuz);
+  if (!any_of_dtypes(tensors, bit(ScalarType::Float8_e4m3fn) | bit(ScalarType::Float8_e5m2) | fnuz_types))
     return launch(false);
   // Gloo has no float8; NCCL has no "fnuz" formats (torch passes those as bytes).
-  bool fnuz = any_of_dtypes(tensors, {ScalarType::Float8_e4m3fnuz, ScalarType::Float8_e5m2fnuz});
+  bool fnuz = any_of_dtypes(tensors, fnuz_types);
   if (gloo_ || fnuz) return launch(true);
   // Widening casts the result back when the Work completes; NCCL's coalesced block completes as one
   // Work, which does not run its members' casts.
@@ -225,6 +235,7 @@ void MCCLBackend::agree(const char* op, OpType type, int64_t reduce_op, int64_t 
 
 Works MCCLBackend::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   CollectiveCall call("broadcast", Movement::kData, getRank(), OpType::BROADCAST);
+  prepare(call, opts.asyncOp);
   agree(call.op(), call.type(), -1, opts.rootRank, tensors);
   auto a = call.inout(tensors);
   return track(call.run([&] { return library_->broadcast(a, library_options(opts)); }));
@@ -234,6 +245,7 @@ Works MCCLBackend::allreduce(std::vector<at::Tensor>& tensors, const c10d::Allre
   agree("all_reduce", OpType::ALLREDUCE, opts.reduceOp.op_, -1, tensors);
   return float8_aware(tensors, opts.reduceOp, [&](bool widen) {
     CollectiveCall call("all_reduce", Movement::kReduce, getRank(), OpType::ALLREDUCE, widen);
+    prepare(call, opts.asyncOp);
     auto a = call.inout(tensors);
     auto o = reduction_options(opts, call, a, "all_reduce", any_bool(tensors));
     return track(call.run([&] { return library_->allreduce(a, o); }));
@@ -244,6 +256,7 @@ Works MCCLBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors, const c
   agree("allreduce_coalesced", OpType::ALLREDUCE_COALESCED, opts.reduceOp.op_, -1, tensors);
   return float8_aware(tensors, opts.reduceOp, [&](bool widen) {
     CollectiveCall call("allreduce_coalesced", Movement::kReduce, getRank(), OpType::ALLREDUCE_COALESCED, widen);
+    prepare(call, opts.asyncOp);
     auto a = call.inout(tensors);
     auto o = reduction_options(opts, call, a, "allreduce_coalesced", any_bool(tensors));
     return track(call.run([&] { return library_->allreduce_coalesced(a, o); }));
@@ -255,6 +268,7 @@ Works MCCLBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOp
   bool root = getRank() == opts.rootRank;
   return float8_aware(tensors, opts.reduceOp, [&](bool widen) {
     CollectiveCall call("reduce", Movement::kReduce, getRank(), OpType::REDUCE, widen);
+    prepare(call, opts.asyncOp);
     // Gloo's reduce leaves partial results in every rank's buffer (and its PREMUL_SUM scales the
     // inputs first): off the root the library gets a private copy, so the caller's input stays as
     // it was. NCCL writes the root's buffer only.
@@ -267,6 +281,7 @@ Works MCCLBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOp
 Works MCCLBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                              const c10d::AllgatherOptions& opts) {
   CollectiveCall call("all_gather", Movement::kData, getRank(), OpType::ALLGATHER);
+  prepare(call, opts.asyncOp);
   agree(call.op(), call.type(), -1, -1, inputs);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
@@ -275,25 +290,23 @@ Works MCCLBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs, std:
 
 Works MCCLBackend::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   CollectiveCall call("all_gather_into_tensor", Movement::kData, getRank(), OpType::_ALLGATHER_BASE);
+  prepare(call, opts.asyncOp);
   agree(call.op(), call.type(), -1, -1, input);
   TORCH_CHECK(output.numel() == input.numel() * getSize(), "mccl all_gather_into_tensor: the output has ",
               output.numel(), " elements; it needs input.numel() * world_size = ", input.numel() * getSize());
-  auto in = call.in(input);
-  auto out = call.out(output);
   // Ranks' shares are consecutive runs of the output's elements whatever its shape (NCCL's
   // contract; SyncBatchNorm gathers into a [1, n * world] buffer). Gloo splits the output along
-  // dim 0, so it gets both buffers flat; NCCL takes them as they are (a view is a dispatcher
-  // call each, paid on every call of a latency-bound collective).
-  if (gloo_) {
-    if (in.is_contiguous()) in = in.view({-1});
-    if (out.is_contiguous()) out = out.view({-1});
-  }
+  // dim 0, so it gets both buffers as 1-D aliases; NCCL takes them as they are.
+  if (gloo_) call.flatten();
+  auto in = call.in(input);
+  auto out = call.out(output);
   return track(call.run([&] { return library_->_allgather_base(out, in, library_options(opts)); }));
 }
 
 Works MCCLBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                        std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
   CollectiveCall call("allgather_coalesced", Movement::kData, getRank(), OpType::ALLGATHER_COALESCED);
+  prepare(call, opts.asyncOp);
   agree(call.op(), call.type(), -1, -1, inputs);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
@@ -303,6 +316,7 @@ Works MCCLBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& out
 Works MCCLBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                    const c10d::AllgatherOptions& opts) {
   CollectiveCall call("allgather_into_tensor_coalesced", Movement::kData, getRank(), OpType::COALESCED);
+  prepare(call, opts.asyncOp);
   agree(call.op(), call.type(), -1, -1, inputs);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
@@ -312,6 +326,7 @@ Works MCCLBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outp
 Works MCCLBackend::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                           const c10d::GatherOptions& opts) {
   CollectiveCall call("gather", Movement::kData, getRank(), OpType::GATHER);
+  prepare(call, opts.asyncOp);
   agree(call.op(), call.type(), -1, opts.rootRank, inputs);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
@@ -321,6 +336,7 @@ Works MCCLBackend::gather(std::vector<std::vector<at::Tensor>>& outputs, std::ve
 Works MCCLBackend::scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                            const c10d::ScatterOptions& opts) {
   CollectiveCall call("scatter", Movement::kData, getRank(), OpType::SCATTER);
+  prepare(call, opts.asyncOp);
   agree(call.op(), call.type(), -1, opts.rootRank, outputs);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
@@ -332,6 +348,7 @@ Works MCCLBackend::reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<
   agree("reduce_scatter", OpType::REDUCE_SCATTER, opts.reduceOp.op_, -1, outputs);
   return float8_aware(outputs, opts.reduceOp, [&](bool widen) {
     CollectiveCall call("reduce_scatter", Movement::kReduce, getRank(), OpType::REDUCE_SCATTER, widen);
+    prepare(call, opts.asyncOp);
     auto out = call.out(outputs);
     // Gloo's scaling for PREMUL_SUM must not touch the caller's inputs: they are staged.
     auto in = call.in(inputs, /*writable=*/gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);
@@ -348,6 +365,7 @@ Works MCCLBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input, c
               input.numel(), " elements; it needs output.numel() * world_size = ", output.numel() * getSize());
   return float8_aware(output, opts.reduceOp, [&](bool widen) {
     CollectiveCall call("reduce_scatter_tensor", Movement::kReduce, getRank(), OpType::_REDUCE_SCATTER_BASE, widen);
+    prepare(call, opts.asyncOp);
     auto out = call.out(output);
     auto in = call.in(input, /*writable=*/gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);
     std::vector<at::Tensor> flat{in};
@@ -361,6 +379,7 @@ Works MCCLBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outp
   agree("reduce_scatter_tensor_coalesced", OpType::COALESCED, opts.reduceOp.op_, -1, outputs);
   return float8_aware(outputs, opts.reduceOp, [&](bool widen) {
     CollectiveCall call("reduce_scatter_tensor_coalesced", Movement::kReduce, getRank(), OpType::COALESCED, widen);
+    prepare(call, opts.asyncOp);
     auto out = call.out(outputs);
     auto in = call.in(inputs, /*writable=*/gloo_ && opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);
     auto o = reduction_options(opts, call, in, "reduce_scatter_tensor_coalesced", any_bool(outputs));
@@ -371,6 +390,7 @@ Works MCCLBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outp
 Works MCCLBackend::alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
                                  std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
   CollectiveCall call("all_to_all_single", Movement::kData, getRank(), OpType::ALLTOALL_BASE);
+  prepare(call, opts.asyncOp);
   agree(call.op(), call.type(), -1, -1, input, /*sizes_may_differ=*/true);
   auto in = call.in(input);
   auto out = call.out(output);
@@ -380,6 +400,7 @@ Works MCCLBackend::alltoall_base(at::Tensor& output, at::Tensor& input, std::vec
 Works MCCLBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                             const c10d::AllToAllOptions& opts) {
   CollectiveCall call("all_to_all", Movement::kData, getRank(), OpType::ALLTOALL);
+  prepare(call, opts.asyncOp);
   agree(call.op(), call.type(), -1, -1, inputs, /*sizes_may_differ=*/true);
   auto in = call.in(inputs);
   auto out = call.out(outputs);
@@ -479,6 +500,7 @@ void MCCLBackend::startCoalescing() {
   TORCH_CHECK(!coalescing_, "mccl: startCoalescing() called twice without endCoalescing()");
   coalescing_ = true;
   coalesced_.clear();
+  block_ = BlockRest{};
   if (!gloo_) library_->startCoalescing();
 }
 
@@ -488,6 +510,8 @@ Works MCCLBackend::endCoalescing() {
   if (!gloo_) {
     CollectiveCall call("coalesced", Movement::kData, getRank(), OpType::COALESCED);
     call.use_device(current_device());
+    call.end_block(std::move(block_));
+    block_ = BlockRest{};
     return call.run([&] { return library_->endCoalescing(); });
   }
   return c10::make_intrusive<CoalescedWork>(std::move(coalesced_), current_device(), getRank());

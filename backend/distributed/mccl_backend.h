@@ -13,9 +13,10 @@
 #include <map>
 #include <string>
 
-namespace torch_musa::distributed {
+#include "distributed/alias_cache.h"
+#include "distributed/collective_call.h"
 
-class CollectiveCall;
+namespace torch_musa::distributed {
 
 class MCCLBackend : public c10d::Backend {
  public:
@@ -108,12 +109,18 @@ class MCCLBackend : public c10d::Backend {
 
   // The library's options for a call: the caller's. NCCL (cuda driver) runs a synchronous
   // collective on the caller's current stream, the musa stream's CUDA stream, and hands back no
-  // Work, as for cuda tensors: no internal stream, event or wait per call. Gloo (host driver)
-  // runs a synchronous one its own synchronous way, as for cpu tensors (forcing it asynchronous
-  // cost 8-10% at 1 MiB on 2 ranks). A coalescing block's members always run asynchronously and
-  // return their Work.
+  // Work, as for cuda tensors: no internal stream, event or wait per call; in a coalescing block
+  // too (NCCL's block then hands back none either). Gloo (host driver) runs a synchronous one its
+  // own synchronous way, as for cpu tensors (forcing it asynchronous cost 8-10% at 1 MiB on 2
+  // ranks); in a coalescing block (Gloo has none) its members run asynchronously and return their
+  // Work, which the block's Work waits for.
   template <class Opts>
   Opts library_options(const Opts& opts) const;
+  // How `call` gets its aliases (CollectiveCall::synchronous / borrow_aliases): from this group's
+  // cache, except for an asynchronous call while a graph capture runs (its completion cannot be
+  // polled then, so its aliases keep the musa memory alive themselves). In NCCL's coalescing
+  // block it leaves its buffers and finishing steps to the block's end.
+  void prepare(CollectiveCall& call, bool async_op);
 
   // The library's options for a reduction over `inputs`: the caller's, with a
   // reduce op the library has. `divides`: this rank's outputs hold the result
@@ -133,6 +140,10 @@ class MCCLBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> track(c10::intrusive_ptr<c10d::Work> work);
   bool coalescing_ = false;
   std::vector<c10::intrusive_ptr<c10d::Work>> coalesced_;
+  // Aliases of the musa buffers this group's collectives run on, reused across calls.
+  AliasCache aliases_;
+  // NCCL: what a coalescing block's members leave to its end.
+  BlockRest block_;
 };
 
 // A new Gloo backend over `store` (the factory torch_musa/distributed installs).

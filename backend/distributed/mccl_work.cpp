@@ -4,18 +4,67 @@
 #include <ATen/core/jit_type.h>
 
 #include "core/device.h"
+#include "graphs/capture_state.h"
 #include "ops/kernel_device.h"
 
 namespace torch_musa::distributed {
 
-MCCLWork::MCCLWork(c10::intrusive_ptr<c10d::Work> inner, c10::DeviceIndex device, std::vector<at::Tensor> outputs,
-                   std::vector<at::Tensor> keep_alive, std::function<void()> finish, int rank, c10d::OpType type)
+namespace {
+// A dropped Work's library Work and the buffers it may still use (see MCCLWork's `borrowed`).
+struct Orphan {
+  c10::intrusive_ptr<c10d::Work> inner;
+  CallBuffers buffers;
+};
+// Never destroyed: no library call at process exit, and a Work dropped late still finds them.
+auto* orphans_mutex = new std::mutex();
+auto* orphans = new std::vector<Orphan>();
+std::atomic<bool> orphans_pending{false};
+}  // namespace
+
+void reap_orphans() {
+  if (!orphans_pending.load(std::memory_order_acquire) || graphs::any_capture_underway()) return;
+  std::vector<Orphan> done;  // let go outside the lock
+  std::lock_guard<std::mutex> g(*orphans_mutex);
+  for (size_t i = 0; i < orphans->size();) {
+    if ((*orphans)[i].inner->isCompleted()) {
+      done.push_back(std::move((*orphans)[i]));
+      (*orphans)[i] = std::move(orphans->back());
+      orphans->pop_back();
+    } else {
+      ++i;
+    }
+  }
+  orphans_pending.store(!orphans->empty(), std::memory_order_release);
+}
+
+std::vector<at::Tensor> outputs_of(const CallBuffers& buffers) {
+  std::vector<at::Tensor> outputs;
+  for (const auto& b : buffers)
+    if (b.output) outputs.push_back(b.musa);
+  return outputs;
+}
+
+MCCLWork::MCCLWork(c10::intrusive_ptr<c10d::Work> inner, c10::DeviceIndex device, CallBuffers buffers,
+                   std::function<void()> finish, int rank, c10d::OpType type, bool borrowed)
     : c10d::Work(rank, type),
       inner_(std::move(inner)),
       device_(device),
-      outputs_(std::move(outputs)),
-      keep_alive_(std::move(keep_alive)),
+      buffers_(std::move(buffers)),
+      borrowed_(borrowed && !buffers_.empty()),
       finish_(std::move(finish)) {}
+
+MCCLWork::~MCCLWork() {
+  if (!borrowed_ || settled_.load(std::memory_order_acquire)) return;
+  // Nobody waited: the library may still be working on these buffers (NCCL keeps only aliases
+  // that do not hold the memory). They go when its Work completes, as NCCL's own stash does.
+  try {
+    std::lock_guard<std::mutex> g(*orphans_mutex);
+    orphans->push_back(Orphan{inner_, std::move(buffers_)});
+    orphans_pending.store(true, std::memory_order_release);
+  } catch (...) {  // out of memory: keep them for good rather than free memory in use
+    (void)new CallBuffers(std::move(buffers_));
+  }
+}
 
 void MCCLWork::order_current_stream(std::chrono::milliseconds timeout) {
   // In a KernelScope the library sees the current musa stream as its current
@@ -23,19 +72,20 @@ void MCCLWork::order_current_stream(std::chrono::milliseconds timeout) {
   // blocks until its threads are done (the host driver runs streams inline).
   KernelScope scope(kernel_device(), device_);
   inner_->wait(timeout);
+  settled_.store(true, std::memory_order_release);
 }
 
 void MCCLWork::run_finish() {
+  if (!finish_) return;  // most calls: nothing to do, and no once_flag to pass
   std::call_once(finished_, [this] {
-    if (finish_) {
-      DeviceScope scope(device_);
-      finish_();
-    }
+    DeviceScope scope(device_);
+    finish_();
   });
 }
 
 bool MCCLWork::isCompleted() {
   if (!inner_->isCompleted()) return false;
+  settled_.store(true, std::memory_order_release);
   if (finish_ && inner_->isSuccess()) {
     order_current_stream(kNoTimeout);
     run_finish();
@@ -46,7 +96,7 @@ bool MCCLWork::isCompleted() {
 bool MCCLWork::isSuccess() const { return inner_->isSuccess(); }
 std::exception_ptr MCCLWork::exception() const { return inner_->exception(); }
 int MCCLWork::sourceRank() const { return inner_->sourceRank(); }
-std::vector<at::Tensor> MCCLWork::result() { return outputs_; }
+std::vector<at::Tensor> MCCLWork::result() { return outputs_of(buffers_); }
 
 void MCCLWork::synchronize() {
   order_current_stream(kNoTimeout);
@@ -84,9 +134,10 @@ c10::intrusive_ptr<c10::ivalue::Future> MCCLWork::getFuture() {
         // (musa) stream wait for the library's events (NCCL), or returns (Gloo).
         KernelScope kernel_scope(kernel_device(), self->device_);
         done.wait();
+        self->settled_.store(true, std::memory_order_release);
       }
       self->run_finish();
-      self->future_->markCompleted(c10::IValue(self->outputs_));
+      self->future_->markCompleted(c10::IValue(outputs_of(self->buffers_)));
     } catch (...) {
       self->future_->setError(std::current_exception());
     }
