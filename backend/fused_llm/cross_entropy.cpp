@@ -8,6 +8,10 @@
 // The saved lse spares recomputing it backward.
 #include <torch/library.h>
 
+#include <ATen/Dispatch.h>
+
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "fused_llm/cross_entropy.h"
@@ -50,6 +54,89 @@ Rows classes_and_weights(const Tensor& t, const std::optional<Tensor>& w_in, int
   return rows;
 }
 
+// Small inputs (the usual classifier's loss) take one loop over the rows instead: the ATen path's
+// dozen ops cost 1-2 µs of dispatch each and, on a busy machine, their thread pool's wake-ups far
+// more (forward (64, 10): 40 µs, against 6 µs for the native CPU's whole F.cross_entropy). At
+// 2^14 elements the loop's scalar exp still beat them (fwd 68 against 108 µs, bwd 45 against 85).
+constexpr int64_t kDirectMax = 1 << 14;
+
+bool direct_applies(const Tensor& x, const Tensor& t, const std::optional<Tensor>& w) {
+  return x.size(1) > 0 && x.numel() <= kDirectMax && x.is_contiguous() && t.scalar_type() == at::kLong &&
+         t.is_contiguous() && (!w || !w->defined() || w->is_contiguous());
+}
+
+// Per-class weights as float (nullptr without weights).
+Tensor float_weight(const std::optional<Tensor>& w) {
+  return w && w->defined() ? w->to(at::kFloat).contiguous() : Tensor();
+}
+
+template <class T>
+std::tuple<Tensor, Tensor, Tensor> ce_forward_direct(const Tensor& x, const Tensor& t, const std::optional<Tensor>& w_in,
+                                                     int64_t ignore_index, int64_t reduction,
+                                                     at::ScalarType out_dtype) {
+  const int64_t M = x.size(0), C = x.size(1);
+  const Tensor w = float_weight(w_in);
+  const float* pw = w.defined() ? w.const_data_ptr<float>() : nullptr;
+  const T* px = x.const_data_ptr<T>();
+  const int64_t* pt = t.const_data_ptr<int64_t>();
+  const auto f32 = x.options().dtype(at::kFloat);
+  Tensor lse = at::empty({M}, f32), denom = at::empty({}, f32);
+  Tensor rows = at::empty({reduction == kNone ? M : 0}, f32);
+  float* pl = lse.mutable_data_ptr<float>();
+  float* pr = rows.mutable_data_ptr<float>();
+  float sum = 0.f, den = 0.f;
+  for (int64_t r = 0; r < M; ++r) {
+    const T* row = px + r * C;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < C; ++j) mx = std::max(mx, static_cast<float>(row[j]));
+    // (a row of -inf keeps -inf, as logsumexp's)
+    const float shift = std::isinf(mx) ? 0.f : mx;
+    float s = 0.f;
+    for (int64_t j = 0; j < C; ++j) s += std::exp(static_cast<float>(row[j]) - shift);
+    pl[r] = std::log(s) + shift;
+    const int64_t c = class_of(pt, r, C, ignore_index);
+    const float wr = c < 0 ? 0.f : (pw ? pw[c] : 1.f);
+    const float loss = c < 0 ? 0.f : (pl[r] - static_cast<float>(row[c])) * wr;
+    if (reduction == kNone) pr[r] = loss;
+    sum += loss;
+    den += wr;
+  }
+  *denom.mutable_data_ptr<float>() = den;
+  Tensor loss = reduction == kNone ? rows
+                                   : at::scalar_tensor(reduction == kSum ? sum : sum / den, f32);
+  return {loss.to(out_dtype), lse, denom};
+}
+
+template <class T>
+Tensor ce_backward_direct(const Tensor& grad_loss, const Tensor& x, const Tensor& t, const Tensor& lse_in,
+                          const Tensor& denom, const std::optional<Tensor>& w_in, int64_t ignore_index,
+                          int64_t reduction) {
+  const int64_t M = x.size(0), C = x.size(1);
+  const Tensor w = float_weight(w_in);
+  const float* pw = w.defined() ? w.const_data_ptr<float>() : nullptr;
+  const Tensor g = grad_loss.to(at::kFloat).reshape({-1}).contiguous();
+  const Tensor lse = lse_in.to(at::kFloat).contiguous();
+  const float* pg = g.const_data_ptr<float>();
+  const float* pl = lse.const_data_ptr<float>();
+  const float g0 = reduction == kMean ? pg[0] / denom.to(at::kFloat).item<float>() : pg[0];
+  const T* px = x.const_data_ptr<T>();
+  const int64_t* pt = t.const_data_ptr<int64_t>();
+  Tensor dx = at::empty({M, C}, x.options());
+  T* pd = dx.mutable_data_ptr<T>();
+  for (int64_t r = 0; r < M; ++r) {
+    const int64_t c = class_of(pt, r, C, ignore_index);
+    // 0 for ignored rows, also where the mean's denominator is 0 (every row ignored)
+    const float scale = c < 0 ? 0.f : (reduction == kNone ? pg[r] : g0) * (pw ? pw[c] : 1.f);
+    const T* row = px + r * C;
+    T* out = pd + r * C;
+    for (int64_t j = 0; j < C; ++j) {
+      const float p = std::exp(static_cast<float>(row[j]) - pl[r]) * scale;
+      out[j] = static_cast<T>(j == c ? p - scale : p);
+    }
+  }
+  return dx;
+}
+
 // The kernels are ATen's vectorized CPU ones over the whole (M, C) block (logsumexp, exp,
 // gather, scatter_add): a loop of scalar std::exp per element was 4x slower than the
 // native CPU's log_softmax + nll_loss.
@@ -57,6 +144,12 @@ std::tuple<Tensor, Tensor, Tensor> ce_forward_cpu(const Tensor& x_in, const Tens
                                                   const std::optional<Tensor>& w_in, int64_t ignore_index,
                                                   int64_t reduction, std::optional<at::ScalarType> loss_dtype) {
   check_ce(x_in, t_in, w_in, reduction, "_fused_cross_entropy_2d_forward");
+  if (direct_applies(x_in, t_in, w_in)) {
+    return AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x_in.scalar_type(), "ce_forward_direct", [&] {
+      return ce_forward_direct<scalar_t>(x_in, t_in, w_in, ignore_index, reduction,
+                                         loss_dtype.value_or(x_in.scalar_type()));
+    });
+  }
   const Tensor x = x_in.to(at::kFloat), t = t_in.to(at::kLong).contiguous();
   const Rows r = classes_and_weights(t, w_in, x.size(1), ignore_index);
   Tensor lse = x.size(1) ? at::logsumexp(x, {1})
@@ -77,6 +170,11 @@ Tensor ce_backward_cpu(const Tensor& grad_loss, const Tensor& x_in, const Tensor
                        int64_t reduction) {
   check_ce(x_in, t_in, w_in, reduction, "_fused_cross_entropy_2d_backward");
   check_grad_loss(grad_loss, x_in.size(0), reduction);
+  if (direct_applies(x_in, t_in, w_in)) {
+    return AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x_in.scalar_type(), "ce_backward_direct", [&] {
+      return ce_backward_direct<scalar_t>(grad_loss, x_in, t_in, lse, denom, w_in, ignore_index, reduction);
+    });
+  }
   const Tensor t = t_in.to(at::kLong).contiguous();
   const Rows r = classes_and_weights(t, w_in, x_in.size(1), ignore_index);
   Tensor g = grad_loss.to(at::kFloat).reshape({-1});
