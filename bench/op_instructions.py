@@ -2,7 +2,7 @@
 depend on how fast the CPU happens to run (this 2-core machine's speed is bimodal, so
 timings of two builds taken minutes apart differ by more than the change being measured).
 
-    python3 bench/op_instructions.py [--ops mul,muls,mul_,add_out,sum,mean,relu,mm,addmm,cat,index_select,where,to_cpu,from_cpu,pinned] [--n 2000] [--against DIR]
+    python3 bench/op_instructions.py [--ops mul,muls,mul_,add_out,sum,mean,relu,mm,addmm,cat,index_select,where,empty,to_cpu,from_cpu,pinned] [--n 2000] [--against DIR]
 
 Each op runs --n times on 256 floats under callgrind, with instrumentation on only around
 the loop. The table gives instructions per op for the op's Python call (its dispatch, the
@@ -35,6 +35,8 @@ OPS = {
     "index_select": ("y = x.index_select(0, i)", "THPVariable_index_select(", "THPVariable_dealloc("),
     "addmm": ("y = torch.addmm(v, m, m)", "THPVariable_addmm(", "THPVariable_dealloc("),
     "where": ("y = torch.where(b, x, z)", "THPVariable_where(", "THPVariable_dealloc("),
+    # the factory alone: the device allocator's allocate and free, every functional op's floor
+    "empty": ("y = torch.empty(256, device=x.device)", "THPVariable_empty(", "THPVariable_dealloc("),
     # blocking copies both ways, and a pinned host allocation (the pinned cache's hit path)
     "to_cpu": ("y = x.cpu()", "THPVariable_cpu(", "THPVariable_dealloc("),
     "from_cpu": ("y = c.to(musa)", "THPVariable_to(", "THPVariable_dealloc("),

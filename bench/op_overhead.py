@@ -1,7 +1,7 @@
 """Per-op CPU overhead of musa against the native device, split by op shape.
 
     python3 bench/op_overhead.py [--n 2000] [--rounds 5]
-    python3 bench/op_overhead.py --paired [--pairs 300] [--chunk 200]
+    python3 bench/op_overhead.py --paired [--pairs 300] [--chunk 200] [--only 'empty(256),y * z']
 
 Each row times a chain of tiny ops (256 floats, so kernels cost nothing and
 the CPU path is all that is measured) and prints us/op for the native device
@@ -114,6 +114,7 @@ def main():
     ap.add_argument("--paired", action="store_true", help="median of paired chunk ratios (scale-free)")
     ap.add_argument("--pairs", type=int, default=300)
     ap.add_argument("--chunk", type=int, default=200)
+    ap.add_argument("--only", default=None, help="comma-separated row names to run (e.g. 'empty(256),y * z')")
     args = ap.parse_args()
     driver = torch.musa.get_driver_name()
     native = "cuda" if driver == "cuda" else "cpu"
@@ -125,6 +126,8 @@ def main():
         print(f"musa driver: {driver}; native reference: {native}; median of {args.pairs} paired "
               f"{args.chunk}-op chunks, musa time over native time")
         for (name, fn_n), (_, fn_m) in zip(variants(native), variants("musa")):
+            if args.only and name not in args.only.split(","):
+                continue
             r = paired_ratio(fn_n, fn_m, sync, torch.musa.synchronize, args.chunk, args.pairs)
             print(f"{name:<18} {r:>6.3f}")
         return
