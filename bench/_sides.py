@@ -11,8 +11,8 @@ import subprocess
 import sys
 
 
-def run_side(script, side, argv, musa_driver=None, timeout=None):
-    env = dict(os.environ)
+def run_side(script, side, argv, musa_driver=None, timeout=None, extra_env=None):
+    env = dict(os.environ, **(extra_env or {}))
     if side == "native":
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     elif musa_driver:

@@ -1,7 +1,7 @@
 """torch.compile on musa against native torch.compile, in one run.
 
-    TORCH_MUSA_DRIVER=cuda python bench/compile_bench.py [--rounds 3] [--quick] [--cells decode,aoti|all]
-    python bench/compile_bench.py --host [--rounds 3] [--quick] [--cells ...]   # host driver vs CPU
+    TORCH_MUSA_DRIVER=cuda python bench/compile_bench.py [--rounds 3] [--quick] [--cold] [--cells decode,aoti|all]
+    python bench/compile_bench.py --host [--rounds 3] [--quick] [--cold] [--cells ...]   # host driver vs CPU
 
 Cells (`--cells`, comma-separated or `all`; default `train`, what bench/gpu_suite.sh's compile step
 runs; each cell's table prints as soon as its rounds end, so a cut-off run keeps the finished ones):
@@ -15,6 +15,11 @@ runs; each cell's table prints as soon as its rounds end, so a cut-off run keeps
           CUDAGraph / MUSAGraph.replay; 1.00 = every call replays), cudagraph skips, and whether the
           compiled tokens equal eager's. Host: compiled/eager speedup; native CPU has no CUDA graphs,
           so there reduce-overhead is plain compiled code while musa replays MUSA Graph host tasks.
+  cold    What a fresh process pays (always cold caches, see --cold): `import torch` (autoloading
+          torch_musa on the musa side), the first op, and for a tiny MLP forward and a tiny GPT training
+          step (2 blocks, d_model 64, fp32, compiled model, eager loss and AdamW) the first call's wall
+          time and main-process CPU time (which leaves out compiler child processes: gcc, Triton
+          workers), then the steady step's wall time and main-thread CPU time.
   aoti    torch.export of the GPT in eval mode (batch 8 x seq 128 on the GPU), compiled with
           torch._inductor.aoti_compile_and_package into a temporary directory, loaded with
           aoti_load_package: inference latency (and the package's compile time, its max error
@@ -22,7 +27,8 @@ runs; each cell's table prints as soon as its rounds end, so a cut-off run keeps
           loads it in a fresh process and times it. A side that fails prints its error's first
           line in the table.
 --quick shortens the timed loops and the decode run (GPU: cache 128 and 32 tokens a loop instead of
-512 and 128); --rounds sets the alternating rounds. On an H100 the aoti cell takes about 6.5 minutes
+512 and 128); --rounds sets the alternating rounds. --cold gives every child process (each side, each
+round) its own empty Inductor and Triton cache directories, so every compile time is a cold one. On an H100 the aoti cell takes about 6.5 minutes
 (two cold GPT package compiles, then six loads), so give it its own 10-minute device call:
     TORCH_MUSA_DRIVER=cuda timeout 590 python3 bench/compile_bench.py --cells aoti --rounds 3
 
@@ -37,7 +43,10 @@ import sys
 import tempfile
 import time
 
-import torch
+_T0 = time.perf_counter()
+import torch  # noqa: E402  (the cold cell times this import: it autoloads torch_musa on the musa side)
+
+_IMPORT_S = time.perf_counter() - _T0
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -46,7 +55,7 @@ from _sides import run_side  # noqa: E402
 from gpu_bench import GPT  # noqa: E402
 from host_bench import median_time, sync as _sync  # noqa: E402
 
-CELLS = ("train", "decode", "aoti")
+CELLS = ("train", "decode", "aoti", "cold")
 
 
 def _empty_cache(device):
@@ -266,17 +275,65 @@ def aoti(device, quick, host):
              "max_err": (got.float() - want.float()).abs().max().item()}]
 
 
+def _first_and_steady(step, device, reps):
+    """(first call's wall s, its main-process CPU s, steady wall s per call, main-thread CPU s per call)."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    step()
+    _sync(device)
+    first, first_cpu = time.perf_counter() - t0, time.process_time() - c0
+    for _ in range(3):
+        step()
+    cpu = []
+
+    def timed():  # reps calls per sample; the sample's thread CPU time rides along
+        c = time.thread_time()
+        step()
+        cpu.append(time.thread_time() - c)
+    wall = median_time(timed, device, 7, warmup=0, reps=reps)
+    return first, first_cpu, wall, statistics.median(cpu)
+
+
+def cold(device, quick, host):
+    """Import, first op, first compiled call and steady compiled step of a tiny MLP and GPT step."""
+    import torch._dynamo
+
+    t0 = time.perf_counter()
+    torch.ones(4, device=device).add_(1)
+    _sync(device)
+    rows = [{"name": "import torch", "s": _IMPORT_S}, {"name": "first op", "s": time.perf_counter() - t0}]
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64)).to(device)
+    x = torch.randn(8, 64, device=device)
+    compiled = torch.compile(mlp)
+    rows.append(dict(zip(("compile_s", "compile_cpu_s", "step_s", "step_cpu_s"),
+                         _first_and_steady(lambda: compiled(x), device, 100 if quick else 300)), name="tiny MLP fwd"))
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    gpt = GPT(vocab=256, d=64, h=2, layers=2, seq=32).to(device)
+    opt = torch.optim.AdamW(gpt.parameters(), lr=1e-4)
+    data = torch.randint(0, 256, (4, 33), device=device)
+    step = _train_step(torch.compile(gpt), opt, data, device, autocast=False)
+    rows.append(dict(zip(("compile_s", "compile_cpu_s", "step_s", "step_cpu_s"),
+                         _first_and_steady(step, device, 5 if quick else 20)), name="tiny GPT train step"))
+    return rows
+
+
 def measure(cell, device, quick, host):
     if cell == "train":
         return (train_host if host else train_gpu)(device, quick)
-    return {"decode": decode, "aoti": aoti}[cell](device, quick, host)
+    return {"decode": decode, "aoti": aoti, "cold": cold}[cell](device, quick, host)
 
 
 def _side(cell, side, args):
     """One cell on one side in a fresh process; a side that dies becomes an error row."""
     argv = ["--cells", cell] + (["--quick"] if args.quick else []) + (["--host"] if args.host else [])
     try:
-        return run_side(__file__, side, argv, musa_driver="host" if args.host else "cuda")
+        if not (args.cold or cell == "cold"):
+            return run_side(__file__, side, argv, musa_driver="host" if args.host else "cuda")
+        with tempfile.TemporaryDirectory(prefix="compile_bench_cold_") as tmp:  # empty caches, this child only
+            caches = {"TORCHINDUCTOR_CACHE_DIR": os.path.join(tmp, "inductor"),
+                      "TRITON_CACHE_DIR": os.path.join(tmp, "triton")}
+            return run_side(__file__, side, argv, musa_driver="host" if args.host else "cuda", extra_env=caches)
     except SystemExit as e:
         lines = [ln for ln in str(e.code).splitlines() if ln.strip()]
         # a crash names its signal and frame on the first line; an exception its message on the last
@@ -343,6 +400,18 @@ def _aoti_row(name, med):
             f"{med('native', 'max_err'):>10.1e} / {med('musa', 'max_err'):.1e}")
 
 
+def _cold_row(name, med):
+    def pair(key, scale, spec):
+        n, m = med("native", key), med("musa", key)
+        return f"{n * scale:>{spec}}{m * scale:>{spec}}{m / n:>8.2f}"
+    if med("native", "s") is not None:  # import, first op: one time each
+        unit, scale = ("s", 1) if name.startswith("import") else ("ms", 1e3)
+        return f"{name + f' ({unit})':<30}{pair('s', scale, '10.3g')}"
+    step_unit, step_scale = ("ms", 1e3) if med("native", "step_s") > 2e-3 else ("us", 1e6)
+    return (f"{name:<30}{pair('compile_s', 1, '10.3g')}{pair('compile_cpu_s', 1, '10.3g')}"
+            f"   {step_unit:<3}{pair('step_s', step_scale, '10.4g')}{pair('step_cpu_s', step_scale, '10.4g')}")
+
+
 def report(cell, runs, host):
     header = {
         ("train", True): f"{'CPU eager/compiled ms':>23}{'musa eager/compiled ms':>24}{'CPU speedup':>13}"
@@ -356,6 +425,10 @@ def report(cell, runs, host):
                            f"{'replays/call':>18}{'skips':>8}{'= eager':>12}",
         ("aoti", True): f"{'CPU ms (eager)':>20}{'musa ms (eager)':>18}{'ratio':>8}{'goal':>7}"
                         f"{'compile s':>18}{'max err vs eager':>20}",
+        ("cold", True): f"{'CPU':>10}{'musa':>10}{'ratio':>8}{'CPU cpu':>10}{'musa cpu':>10}{'ratio':>8}"
+                        f"      {'CPU':>10}{'musa':>10}{'ratio':>8}{'CPU cpu':>10}{'musa cpu':>10}{'ratio':>8}",
+        ("cold", False): f"{'native':>10}{'musa':>10}{'ratio':>8}{'nat. cpu':>10}{'musa cpu':>10}{'ratio':>8}"
+                         f"      {'native':>10}{'musa':>10}{'ratio':>8}{'nat. cpu':>10}{'musa cpu':>10}{'ratio':>8}",
         ("aoti", False): f"{'native ms (eager)':>20}{'musa ms (eager)':>18}{'ratio':>8}{'goal':>7}"
                          f"{'compile s':>18}{'max err vs eager':>20}",
     }[cell, host]
@@ -377,6 +450,8 @@ def report(cell, runs, host):
                         for r in runs[side] if i < len(r) and "compile_s" in r[i]) for side in ("native", "musa")))
         elif cell == "decode":
             print(_decode_row(row["name"], med, host))
+        elif cell == "cold":
+            print(_cold_row(row["name"], med))
         else:
             print(_aoti_row(row["name"], med))
     notes = {
@@ -387,6 +462,9 @@ def report(cell, runs, host):
                       " Host: native CPU has no CUDA graphs (reduce-overhead there is plain compiled code);"
                       " musa replays MUSA Graph host tasks; ratio = musa's compiled/eager speedup over native's."
                       if host else ""),
+        "cold": "  ratio = musa / native (time: above 1, musa costs more). First call (compile): wall s, then main-process CPU s (compiler child processes left out); "
+                "steady step: wall per call, then main-thread CPU per call; import and first op: wall. "
+                "Every child process starts with empty Inductor and Triton caches.",
         "aoti": "  latency of the loaded package (eager latency in parentheses); ratio = native/musa latency; "
                 "compile s = export + aoti_compile_and_package in the first round, native / musa.",
     }
@@ -400,6 +478,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="shorter timed loops and decode cache")
     ap.add_argument("--host", action="store_true", help="host driver against CPU tensors")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--cold", action="store_true", help="empty Inductor/Triton caches for every child process")
     # train only by default: gpu_suite.sh's compile step runs the default within its time limit
     ap.add_argument("--cells", default="train", help=f"comma-separated subset of {','.join(CELLS)}, or all")
     ap.add_argument("--side", choices=["native", "musa"])
@@ -421,7 +500,7 @@ def main():
         print(json.dumps(measure(cells[0], device, args.quick, args.host)))
         return
     print(f"torch {torch.__version__}  ({args.rounds} alternating rounds per side, medians; ratio >= 1 means "
-          "musa is at least as fast)")
+          "musa is at least as fast, except in the cold cell, whose ratios are musa's time over native's)")
     for cell in cells:
         runs = {"native": [], "musa": []}
         with tempfile.TemporaryDirectory() as packages:

@@ -128,7 +128,7 @@ from . import ipc  # noqa: E402,F401  (torch.musa.ipc: export_tensor / open_tens
 from .memory.unified import use_unified_cpu_allocator  # noqa: E402  (torch_musa's unified memory)
 from . import comm  # noqa: E402,F401  (torch.musa.comm, as torch.cuda.comm)
 from . import nvtx  # noqa: E402,F401  (torch.musa.nvtx, as torch.cuda.nvtx: ranges in torch.profiler)
-from . import core, multi_tensor_apply  # noqa: E402,F401  (torch_musa's module paths; profiler: below)
+from . import core, multi_tensor_apply  # noqa: E402,F401  (torch_musa's module paths; profiler: __getattr__)
 from .random import fork_rng  # noqa: E402,F401  (torch_musa.fork_rng)
 
 
@@ -140,6 +140,13 @@ def __getattr__(name):
     # torch.cuda.default_generators: a tuple, one per device (torch's RNG helpers index it)
     if name == "default_generators":
         return random.default_generators()
+    # torch.musa.profiler (TorchTidy's anti-patterns for musa) loads on first use: torch's pattern
+    # matcher imports torch.utils.benchmark, cpp_extension and setuptools, about 0.1-0.2 s of
+    # every `import torch` otherwise.
+    if name == "profiler":
+        import importlib
+
+        return importlib.import_module(".profiler", __name__)
     # Inductor finds a PrivateUse1 device's code generation as torch.<device>.Scheduling etc.
     if name in _inductor.INDUCTOR_HOOK_NAMES:
         return _inductor.device_module_attr(name)
@@ -176,4 +183,3 @@ __all__ = [
 # Last: everything that makes musa a torch device (backends, reducers, gates, torch.musa's
 # registration, the generated tensor methods), in its order, with the finished module.
 _registration.install(_sys.modules[__name__])
-from . import profiler  # noqa: E402,F401  (torch.musa.profiler; install loads it right after the registration)

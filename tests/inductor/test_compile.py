@@ -348,6 +348,38 @@ def test_attention_without_dropout_draws_nothing():
     assert [_attention_with_dropout(n) for n in nodes + grads] == [False, False, False, True, False, False, False, True]
 
 
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_kernel_device_fakes_alias_their_musa_values(dynamic):
+    # The pass makes a value's kernel-device fake tensor directly, over the musa value's own
+    # storage (the boundary ops share memory), not through the fake mode's dispatch (6x the host
+    # time): its metadata is the fake mode's for the same memory, symbolic sizes too, its storage
+    # the musa value's, and it adds no guards.
+    import torch._inductor.compile_fx  # noqa: F401  (the pass module reads Inductor's prims)
+    from torch._dynamo.source import ConstantSource
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+    from torch_musa._inductor.kernel_device_pass import _over_same_memory
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    real = torch.randn(6, 8, device="musa")[1:, ::2]  # offset and strides into a larger storage
+    ctx = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * 2) if dynamic else None
+    x = mode.from_tensor(real, static_shapes=not dynamic, source=ConstantSource("x"), symbolic_context=ctx)
+    assert isinstance(x.shape[0], torch.SymInt) == dynamic
+    cpu = torch.device("cpu")
+    with mode:  # the same memory through the fake mode: a view into a storage as large as x's
+        base = torch.empty(x.untyped_storage().nbytes() // x.element_size(), dtype=x.dtype, device=cpu)
+        want = torch.ops.aten.as_strided.default(base, x.size(), x.stride(), x.storage_offset())
+    got = _over_same_memory(x, cpu)
+    assert isinstance(got, FakeTensor) and got.fake_mode is mode
+    assert (got.device, got.dtype, got.shape, got.stride(), got.storage_offset()) == \
+        (want.device, want.dtype, want.shape, want.stride(), want.storage_offset())
+    assert got.untyped_storage().nbytes() == want.untyped_storage().nbytes()
+    assert got.untyped_storage()._cdata == x.untyped_storage()._cdata
+    back = _over_same_memory(got, torch.device("musa", 0))  # and back: the musa memory again
+    assert back.device == torch.device("musa", 0) and back.untyped_storage()._cdata == x.untyped_storage()._cdata
+    assert not mode.shape_env.guards
+
+
 def test_flash_attention_through_overrideable_trains_under_compile(device):
     # The overrideable attention op (musa's flash attention on the GPU, chosen by
     # F.scaled_dot_product_attention there; called as the op on the host, whose SDPA keeps the

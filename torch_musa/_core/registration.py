@@ -80,9 +80,9 @@ def install(package) -> None:
     gates.install_all()  # torch Python functions that hard-code CUDA, wrapped for musa arguments (gates/registry.py)
 
     torch._register_device_module("musa", package)
-    # (After the registration: torch.profiler's pattern matcher imports torch.utils.benchmark,
-    # which asks torch.accelerator about the device at import, on torch 2.11.)
-    from .. import profiler  # noqa: F401  (torch.musa.profiler)
+    # (torch.musa.profiler loads on first use, after the registration: torch.profiler's pattern
+    # matcher imports torch.utils.benchmark, which asks torch.accelerator about the device at
+    # import, on torch 2.11.)
 
     distributed._register()
     autograd_threads.install()  # autograd's device threads drop their last backward before Python finalizes

@@ -46,7 +46,7 @@ from typing import Any, Optional
 import torch
 import torch.fx
 from torch._inductor.custom_graph_pass import CustomGraphModulePass
-from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch._subclasses.fake_tensor import FakeTensor, in_kernel_invocation_manager, unset_fake_temporarily
 from torch.utils._pytree import tree_leaves, tree_map
 
 from .. import _C
@@ -87,8 +87,23 @@ def _is_musa_tensor(v: Any) -> bool:
     return isinstance(v, torch.Tensor) and v.device.type == _MUSA
 
 
+def _alias(x: FakeTensor, device: torch.device) -> FakeTensor:
+    """x's memory as a fake tensor of ``device``: x's own storage, sizes, strides and offset, as
+    the boundary ops' results share their argument's memory, so Inductor's storage-based alias
+    analysis (reinplacing, its fake-tensor update after this pass) sees an input's kernel-device
+    view as that input's memory. Made directly, as the fake mode makes a view (a meta view under
+    a FakeTensor), without its dispatch: through the mode each costs about 6x more host time, and
+    the pass makes one per value of every graph."""
+    with unset_fake_temporarily(), in_kernel_invocation_manager(x.fake_mode):
+        meta = torch.ops.aten.alias.default(x)
+    return FakeTensor(x.fake_mode, meta, torch.device(device))
+
+
 def _over_same_memory(x: torch.Tensor, device) -> torch.Tensor:
-    """A tensor of ``device`` with x's size, strides and offset into a storage as large as x's."""
+    """A tensor of ``device`` with x's size, strides and offset into a storage as large as x's
+    (x's own storage for a fake tensor)."""
+    if isinstance(x, FakeTensor):
+        return _alias(x, device)
     numel = x.untyped_storage().nbytes() // x.element_size()
     base = torch.empty(numel, dtype=x.dtype, device=device)
     return torch.ops.aten.as_strided.default(base, x.size(), x.stride(), x.storage_offset())
@@ -290,6 +305,8 @@ class KernelDevicePass(CustomGraphModulePass):
         def kd_fake(v: Any) -> Any:
             if not _is_musa_tensor(v):
                 return v
+            if isinstance(v, FakeTensor):
+                return _alias(v, kernel_device_of(v.device))
             with fake_mode:
                 return torch.empty_strided(v.size(), v.stride(), dtype=v.dtype, device=kernel_device_of(v.device))
 
@@ -472,10 +489,25 @@ def _move_node_to_kernel_device(node: torch.fx.Node, kd_fake) -> None:
     custom = node.meta.get("custom")
     if isinstance(custom, dict) and "stream" in custom:
         node.meta["custom"] = {k: v for k, v in custom.items() if k != "stream"}
-    node.args = tree_map(_kernel_device_arg, node.args)
-    node.kwargs = tree_map(_kernel_device_arg, node.kwargs)
+    # Most nodes name no device: their arguments stay (assigning them re-links the node's inputs).
+    if _names_musa_device(node.args):
+        node.args = tree_map(_kernel_device_arg, node.args)
+    if _names_musa_device(node.kwargs):
+        node.kwargs = tree_map(_kernel_device_arg, node.kwargs)
     if "val" in node.meta:
-        node.meta["val"] = tree_map(kd_fake, node.meta["val"])
+        val = node.meta["val"]
+        node.meta["val"] = kd_fake(val) if isinstance(val, torch.Tensor) else tree_map(kd_fake, val)
+
+
+def _names_musa_device(a: Any) -> bool:
+    """Whether a node's arguments (FX aggregates: tuples, lists, dicts) hold a musa device."""
+    if isinstance(a, torch.device):
+        return a.type == _MUSA
+    if isinstance(a, (tuple, list)):
+        return any(map(_names_musa_device, a))
+    if isinstance(a, dict):
+        return any(map(_names_musa_device, a.values()))
+    return False
 
 
 def _complex_results_in_kernel_device_layout(graph: torch.fx.Graph, output: torch.fx.Node, results: Any,
