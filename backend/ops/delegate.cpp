@@ -243,6 +243,13 @@ void run_on_cpu_by_copy(const c10::OperatorHandle& op, const OpTraits& traits, t
   }
 }
 
+// Whether a kernel refused a sub-byte quantized dtype ("... not implemented for 'QUInt4x2'").
+bool names_sub_byte_quantized(const c10::Error& e) {
+  const auto dtype = dtype_without_kernel(e);
+  return dtype && (*dtype == c10::toString(c10::ScalarType::QUInt4x2) ||
+                   *dtype == c10::toString(c10::ScalarType::QUInt2x4));
+}
+
 // The key of `functionality` (Dense, Sparse, SparseCsr, Quantized, NestedTensor) on `backend`'s device.
 c10::DispatchKey key_of(c10::DispatchKey functionality, c10::DispatchKey backend) {
   if (functionality == c10::DispatchKey::Dense) return backend;
@@ -381,6 +388,15 @@ void musa_fallback_of(const c10::OperatorHandle& op, torch::jit::Stack* stack, c
       kernel_default.set_state(saved_default->get_state());
     }
   } catch (const c10::Error& e) {
+    // Sub-byte quantized dtypes (quint4x2, quint2x4) have CPU kernels only (CUDA's quantized
+    // kernels take qint8/quint8/qint32): they run as the counted copy path, so every dtype musa
+    // holds works on every driver.
+    if (kernel_key != cpu_key && names_sub_byte_quantized(e) && op.hasKernelForDispatchKey(cpu_key)) {
+      stack->resize(base);
+      for (auto& v : originals) stack->push_back(std::move(v));
+      run_on_cpu_by_copy(op, traits, stack, call.device, cpu_key);
+      return;
+    }
     // No kernel for a dtype GPUs have: run it widened, over the musa arguments.
     auto narrow = dense ? missing_kernel_dtype(op, e, originals) : std::nullopt;
     if (!narrow) {
