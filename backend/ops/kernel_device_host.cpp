@@ -114,8 +114,9 @@ class HostKernelDevice final : public KernelDevice {
     // right here. During a capture the op layer records ops instead
     // (graphs/host_op_recorder.h); reaching here on a capturing stream means
     // a capture the recorder does not know (a raw musaStreamBeginCapture).
-    if (!graphs::ViewOpScope::active()) {
-      musaStream_t s = native_stream(current_stream(index));
+    int any = 1;  // (no stream capturing, the usual case: nothing to look up)
+    if (!graphs::ViewOpScope::active() && (musaStreamAnyCapturing(&any) != musaSuccess || any != 0)) {
+      musaStream_t s = current_native_stream(index);
       musaStreamCaptureStatus status = musaStreamCaptureStatusNone;
       MUSA_CHECK(musaStreamIsCapturing(s, &status));
       TORCH_CHECK(status == musaStreamCaptureStatusNone, "aten op ", name,

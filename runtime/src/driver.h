@@ -120,6 +120,9 @@ class Driver {
   virtual musaError_t beginCapture(MUstream_st* s, musaStreamCaptureMode mode) = 0;
   virtual musaError_t endCapture(MUstream_st* s, MUgraph_st** graph) = 0;
   virtual musaError_t isCapturing(MUstream_st* s, musaStreamCaptureStatus* status) = 0;
+  // False only when no stream of this driver is capturing: a check made for every op can stop
+  // there. A driver that does not keep count answers true (ask isCapturing).
+  virtual bool anyCapturing() const { return true; }
   virtual musaError_t invalidateCapture(MUstream_st* s, const std::string& why) = 0;
   virtual musaError_t captureInfo(MUstream_st* s, musaStreamCaptureStatus* status, unsigned long long* id) = 0;
   virtual musaError_t graphInstantiate(MUgraphExec_st** exec, MUgraph_st* graph) = 0;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -631,6 +632,7 @@ class HostDriver final : public Driver {
     c->id = ++last_capture_id_;
     s->capture = c;
     active_.push_back(c);
+    num_active_.store(static_cast<int>(active_.size()), std::memory_order_release);
     return musaSuccess;
   }
   musaError_t endCapture(MUstream_st* s, MUgraph_st** graph) override {
@@ -646,6 +648,7 @@ class HostDriver final : public Driver {
       if (m != s && st.tasks > st.joined) unjoined = "a side stream";
     for (auto& [m, st] : c->members) m->capture = nullptr;
     active_.erase(std::find(active_.begin(), active_.end(), c));
+    num_active_.store(static_cast<int>(active_.size()), std::memory_order_release);
     for (auto& [e, rec] : c->events)
       if (e->capture == c) e->capture = nullptr;
     g.unlock();
@@ -662,6 +665,7 @@ class HostDriver final : public Driver {
     *graph = hg.release();
     return musaSuccess;
   }
+  bool anyCapturing() const override { return num_active_.load(std::memory_order_acquire) > 0; }
   musaError_t isCapturing(MUstream_st* s, musaStreamCaptureStatus* st) override {
     // Asked for every op: a stream that is not capturing needs no lock (as run() reads it).
     if (!s->capture) {
@@ -774,6 +778,7 @@ class HostDriver final : public Driver {
   std::map<musaMemGenericAllocationHandle_t, PhysicalMemory> physical_;
   musaMemGenericAllocationHandle_t next_handle_ = 0;
   std::vector<Capture*> active_;  // guarded by mu_
+  std::atomic<int> num_active_{0};  // active_.size(), read without mu_ (anyCapturing)
   unsigned long long last_capture_id_ = 0;
 };
 

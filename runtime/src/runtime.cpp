@@ -755,6 +755,13 @@ musaError_t musaStreamIsCapturing(musaStream_t stream, musaStreamCaptureStatus* 
   return record(drv.isCapturing(s, status));
 }
 
+musaError_t musaStreamAnyCapturing(int* any) {
+  if (!any) return fail(musaErrorInvalidValue, "musaStreamAnyCapturing: any is null");
+  MUSA_DRIVER_OR_FAIL();
+  *any = drv.anyCapturing() ? 1 : 0;
+  return musaSuccess;
+}
+
 musaError_t musaStreamGetCaptureInfo(musaStream_t stream, musaStreamCaptureStatus* status, unsigned long long* id) {
   if (!status || !id) return fail(musaErrorInvalidValue, "musaStreamGetCaptureInfo: null argument");
   MUSA_DRIVER_OR_FAIL();

@@ -82,6 +82,32 @@ TEST_F(CaptureTest, TasksAreRecordedNotRunAndReplayInOrder) {
   ASSERT_MUSA(musaFree(d));
 }
 
+TEST_F(CaptureTest, AnyCapturingSaysWhetherSomeStreamCaptures) {
+  // Per-op checks skip the stream's own query on it: it must never say 0 while a stream captures.
+  auto any = [] {
+    int a = -1;
+    EXPECT_MUSA(musaStreamAnyCapturing(&a));
+    return a;
+  };
+  EXPECT_EQ(any(), 0);
+  musaStream_t other = nullptr;
+  ASSERT_MUSA(musaStreamCreate(&other));
+  ASSERT_MUSA(musaStreamBeginCapture(s_));
+  EXPECT_EQ(any(), 1);
+  ASSERT_MUSA(musaStreamBeginCapture(other));
+  musaGraph_t g = nullptr;
+  ASSERT_MUSA(musaStreamEndCapture(s_, &g));
+  musaGraphDestroy(g);
+  EXPECT_EQ(any(), 1) << "the other stream still captures";
+  ASSERT_MUSA(musaStreamInvalidateCapture(other, "a test"));
+  EXPECT_EQ(musaStreamEndCapture(other, &g), musaErrorStreamCaptureInvalidated);  // ends it all the same
+  musaGetLastError();
+  EXPECT_EQ(any(), 0);
+  EXPECT_EQ(musaStreamAnyCapturing(nullptr), musaErrorInvalidValue);
+  musaGetLastError();
+  ASSERT_MUSA(musaStreamDestroy(other));
+}
+
 TEST_F(CaptureTest, ExecOutlivesGraphAndRunsOnOtherStreams) {
   int count = 0;
   ASSERT_MUSA(musaStreamBeginCapture(s_));

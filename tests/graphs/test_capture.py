@@ -452,3 +452,30 @@ def test_torch_accelerator_graph_runs_on_musa():
     for _ in range(3):
         g.replay()
     torch.testing.assert_close(x.cpu(), torch.full((16,), 4.0))  # capture itself runs nothing
+
+
+@pytest.mark.skipif(torch.musa.get_driver_name() != "host", reason="the host runtime's own capture API (ctypes)")
+def test_ops_refuse_a_stream_captured_through_the_runtime_directly():
+    # A capture begun with the runtime's musaStreamBeginCapture (an extension's raw capture) is
+    # one torch.musa.MUSAGraph does not know: ops on that stream must refuse it, and run again
+    # once it ends (the per-op check skips the stream query only while nothing captures).
+    import ctypes
+    import os
+
+    rt = ctypes.CDLL(os.path.join(os.path.dirname(torch_musa.__file__), "libmusart.so"))
+    begin, end = rt._Z22musaStreamBeginCaptureP11MUstream_st, rt._Z20musaStreamEndCaptureP11MUstream_stPP10MUgraph_st
+    destroy = rt._Z16musaGraphDestroyP10MUgraph_st
+    x = torch.ones(4, device=DEV)
+    side = torch.musa.Stream()
+    with torch.musa.stream(side):
+        assert begin(ctypes.c_void_p(side.musa_stream)) == 0
+        try:
+            for op in (lambda: x + 1, lambda: x.sum(), lambda: torch.mm(x.view(2, 2), x.view(2, 2))):
+                with pytest.raises(RuntimeError, match="captured outside torch.musa.MUSAGraph"):
+                    op()
+        finally:
+            graph = ctypes.c_void_p()
+            assert end(ctypes.c_void_p(side.musa_stream), ctypes.byref(graph)) == 0
+            destroy(graph)
+        torch.testing.assert_close((x + 1).cpu(), torch.full((4,), 2.0))
+    assert (x * 2).sum().item() == 8.0  # the default stream ran all along

@@ -247,6 +247,9 @@ musaError_t musaStreamBeginCapture(musaStream_t stream);  // global mode
 musaError_t musaStreamBeginCaptureWithMode(musaStream_t stream, musaStreamCaptureMode mode);
 musaError_t musaStreamEndCapture(musaStream_t stream, musaGraph_t* graph);
 musaError_t musaStreamIsCapturing(musaStream_t stream, musaStreamCaptureStatus* status);
+// MUSA extension: *any = 0 when no stream of the process is capturing, else 1 (also where the
+// driver keeps no count): a check made for every op skips the stream's own query with it.
+musaError_t musaStreamAnyCapturing(int* any);
 // Status and the capture's unique id (0 when not capturing); streams that
 // joined a capture report its id.
 musaError_t musaStreamGetCaptureInfo(musaStream_t stream, musaStreamCaptureStatus* status, unsigned long long* id);
