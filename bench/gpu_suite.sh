@@ -2,7 +2,8 @@
 # One device call: build torch_musa with the cuda driver, run the test suite
 # on the GPU (TORCH_MUSA_DRIVER=cuda), then the benchmarks. Logs go to $OUT.
 #   bash bench/gpu_suite.sh [build|tests|dist|graphs|compile|profiler|optim|fp8|fused|bench|opinfo|overhead|alloc|vmm|all]...
-#   (and, outside "all": onesuite = `pytest tests` in one process, both directory orders; hf = HF programs vs native)
+#   (and, outside "all": onesuite = `pytest tests` in one process, both directory orders; hf = HF programs vs native;
+#    crash = the drain-test crash of the one-process run, alone, paired, under gdb)
 set -u
 OUT=${OUT:-/tmp/gpu_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
@@ -144,6 +145,23 @@ if [[ " $steps " == *" onesuite "* ]]; then
   one_suite ci_order tests & one_suite reversed $(ls -d tests/*/ | sort -r) & wait
   summary+=("one process, CI order: $(tail -1 "$OUT/onesuite_ci_order.log")")
   summary+=("one process, reversed: $(tail -1 "$OUT/onesuite_reversed.log") ($((SECONDS - t0)) s)")
+fi
+if [[ " $steps " == *" crash "* ]]; then
+  # The one-process GPU run of 2026-12-07 crashed (SIGSEGV) in tests/core/test_autograd_threads.py's
+  # drain test right after test_accelerator.py's capability test failed: each file alone, then the
+  # pair in CI's order, with Python's fault handler, and the pair under gdb (all threads' C++
+  # stacks) where the image has it.
+  t0=$SECONDS
+  for f in tests/core/test_autograd_threads.py tests/core/test_accelerator.py; do
+    PYTHONFAULTHANDLER=1 timeout 120 python3 -m pytest -q -rfE -p no:cacheprovider "$f" >"$OUT/crash_$(basename "$f" .py).log" 2>&1
+  done
+  PYTHONFAULTHANDLER=1 timeout 150 python3 -m pytest -q -rfE -p no:cacheprovider tests/core/test_accelerator.py \
+    tests/core/test_autograd_threads.py >"$OUT/crash_pair.log" 2>&1
+  if command -v gdb >/dev/null; then
+    timeout 200 gdb -q -batch -ex run -ex "thread apply all bt 30" --args python3 -m pytest -q -p no:cacheprovider \
+      tests/core/test_accelerator.py tests/core/test_autograd_threads.py >"$OUT/crash_gdb.log" 2>&1
+  fi
+  summary+=("crash probe: pair $(tail -1 "$OUT/crash_pair.log" | cut -c1-200) ($((SECONDS - t0)) s)")
 fi
 if has hf; then
   # The Hugging Face programs on musa against native CUDA (torch_musa hidden in native's process).
