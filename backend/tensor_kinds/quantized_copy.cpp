@@ -12,12 +12,25 @@
 namespace torch_musa {
 namespace {
 
-// A plain tensor of the integer dtype over the quantized tensor's memory.
+// Bits per element of a sub-byte quantized dtype (several elements packed in a byte), else 0.
+int sub_byte_bits(c10::ScalarType t) {
+  return t == c10::ScalarType::QUInt4x2 ? 4 : t == c10::ScalarType::QUInt2x4 ? 2 : 0;
+}
+
+// A plain tensor of the integer dtype over the quantized tensor's memory. A sub-byte dtype's
+// elements are packed: its view is the packed bytes (the CPU's int_repr of such a tensor), which
+// its storage holds, not one byte per element (twice or four times the storage).
 at::Tensor int_view(const at::Tensor& q) {
   auto key = q.device().is_cpu() ? c10::DispatchKey::CPU : c10::DispatchKey::PrivateUse1;
   auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(q.storage()), c10::DispatchKeySet(key),
                                                    c10::scalarTypeToTypeMeta(c10::toUnderlying(q.scalar_type())));
-  impl->set_sizes_and_strides(q.sizes(), q.strides(), q.storage_offset());
+  if (const int bits = sub_byte_bits(q.scalar_type())) {
+    // (the CPU's kernels address a sub-byte tensor's storage offset in bytes and read it packed)
+    const int64_t nbytes = (q.numel() * bits + 7) / 8, one = 1;
+    impl->set_sizes_and_strides(c10::IntArrayRef(&nbytes, 1), c10::IntArrayRef(&one, 1), q.storage_offset());
+  } else {
+    impl->set_sizes_and_strides(q.sizes(), q.strides(), q.storage_offset());
+  }
   return at::Tensor(std::move(impl));
 }
 

@@ -90,3 +90,27 @@ def test_mixed_quantized_copy_is_a_clear_error():
     q = torch.quantize_per_tensor(_x().musa(), 0.05, 3, torch.qint8)
     with pytest.raises(RuntimeError, match="dequantize"):
         torch.empty(6, 4, device="musa").copy_(q)
+
+
+def test_sub_byte_quantized_copies_move_the_packed_bytes_only(run_py):
+    # quint4x2 / quint2x4 pack 2 / 4 elements a byte: a copy between devices moves the storage's
+    # packed bytes, not one byte per element (which wrote past the tensor into its neighbour's
+    # memory and corrupted the heap). A fresh process: the old failure killed it.
+    r = run_py("""
+    import torch
+    n = 1024  # quint4x2: 512 packed bytes, a whole small block of the caching allocator
+    for dt, per_byte in ((torch.quint4x2, 2), (torch.quint2x4, 4)):
+        for m in (7, n):  # an odd count ends in a half-filled byte
+            q = torch.quantize_per_tensor(torch.linspace(-1, 1, m), 0.1, 2, dt)
+            torch.musa.empty_cache()  # the next two blocks are neighbours in a fresh segment
+            dst = torch._empty_affine_quantized([m], scale=0.1, zero_point=2, dtype=dt, device="musa")
+            after = torch.full((128,), 7.0, device="musa")
+            dst.copy_(q)
+            assert dst.untyped_storage().nbytes() == q.untyped_storage().nbytes() == (m + per_byte - 1) // per_byte
+            assert bool((after == 7).all()), (dt, m, "the copy wrote into the next tensor")
+            assert torch.equal(dst.int_repr().cpu(), q.int_repr()), (dt, m)
+            back = dst.cpu()
+            assert torch.equal(back.int_repr(), q.int_repr()) and torch.equal(back.dequantize(), q.dequantize())
+    print("DONE")
+    """, env={"TORCH_MUSA_DRIVER": torch.musa.get_driver_name()})
+    assert r.returncode == 0 and "DONE" in r.stdout, r.stdout + r.stderr
