@@ -500,14 +500,8 @@ def _move_node_to_kernel_device(node: torch.fx.Node, kd_fake) -> None:
 
 
 def _names_musa_device(a: Any) -> bool:
-    """Whether a node's arguments (FX aggregates: tuples, lists, dicts) hold a musa device."""
-    if isinstance(a, torch.device):
-        return a.type == _MUSA
-    if isinstance(a, (tuple, list)):
-        return any(map(_names_musa_device, a))
-    if isinstance(a, dict):
-        return any(map(_names_musa_device, a.values()))
-    return False
+    """Whether a node's arguments hold a musa device (walked as tree_map walks them to rewrite it)."""
+    return any(isinstance(x, torch.device) and x.type == _MUSA for x in tree_leaves(a))
 
 
 def _complex_results_in_kernel_device_layout(graph: torch.fx.Graph, output: torch.fx.Node, results: Any,
